@@ -1,0 +1,83 @@
+# aiinfra.io_isolation — one entry point for set-up, tests and the demo.
+#   make demo   all set-up, then the collection's main job on the built-in lab
+#   make test   all set-up, then every test (unit, module, sanity, lint, build/install, docs)
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CACHE  := .cache
+# ansible-test and ansible-galaxy need the collection inside ansible_collections/<ns>/<name>.
+COLL_TREE := $(CACHE)/collections/ansible_collections/aiinfra/io_isolation
+APT_PACKAGES := git rsync
+
+export ANSIBLE_COLLECTIONS_PATH := $(abspath $(CACHE)/collections):$(abspath $(CACHE)/installed)
+export ANSIBLE_NOCOLOR := 1
+export LANG := C.UTF-8
+
+.PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check test demo clean constraints
+
+help:
+	@echo "make demo   - set up and run the collection's main job on the built-in lab"
+	@echo "make test   - set up and run every test"
+	@echo "make unit | sanity | lint | build | docs-check | changelog-check | clean"
+
+# Apt packages the tool chain needs; installed only when missing (root on CI machines).
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing apt packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(BIN)/.installed: requirements/dev.in requirements/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements/dev.in -c requirements/constraints.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+setup: apt venv tree
+
+# A symlink tree so ansible-core finds the collection as aiinfra.io_isolation.
+tree:
+	@mkdir -p $(dir $(COLL_TREE))
+	@ln -sfn $(abspath .) $(COLL_TREE)
+
+unit: setup
+	$(BIN)/python -m pytest tests/unit
+
+# ansible-test wants a real (non-symlinked) tree with the collection's git-tracked files.
+sanity: setup
+	bash tests/run-sanity.sh $(abspath $(BIN))
+
+lint: setup
+	$(BIN)/ansible-lint --profile production --offline
+
+build: setup
+	bash tests/run-build.sh $(abspath $(BIN))
+
+docs-check: setup
+	bash tests/run-docs-check.sh $(abspath $(BIN))
+
+changelog-check: setup
+	$(BIN)/antsibull-changelog lint
+
+test: unit sanity lint build docs-check changelog-check
+	@echo "make test: all suites passed"
+
+demo: setup
+	$(BIN)/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
+
+constraints: 
+	$(PYTHON) -m venv $(CACHE)/freeze-venv
+	$(CACHE)/freeze-venv/bin/pip install -q -r requirements/dev.in
+	{ echo "# Exact pins for the controller toolchain (generated from requirements/dev.in with pip freeze)."; \
+	  echo "# Regenerate: make constraints"; $(CACHE)/freeze-venv/bin/pip freeze; } > requirements/constraints.txt
+
+clean:
+	rm -rf $(CACHE) tests/output .pytest_cache .coverage

@@ -1,0 +1,239 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The reconcile engine every module of this collection runs on.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+One call goes through the same steps for every kind of setting:
+
+1. read the current value of every setting;
+2. validate everything (input and input-against-current) and fail before the first write;
+3. plan: the settings whose current value differs from the desired one, in the order the
+   kernel needs (``order``; e.g. io.cost.model before io.cost.qos before io.weight);
+4. check mode stops here and reports the plan as a diff;
+5. apply in order;
+6. read back every applied setting and compare it with what was asked (codecs normalise the
+   desired value to what the kernel will print, so the comparison is exact);
+7. on any failure (kernel refusal or read-back mismatch) restore what this call already changed,
+   in reverse order, and fail with the reason and what was restored.
+
+The result carries ``changed``, a structured ``diff: {before, after}`` and ``values``: what the
+kernel holds now for every managed setting.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+
+
+class ReconcileError(Exception):
+    """A failed reconcile: validation errors, a kernel refusal or a read-back mismatch."""
+
+    def __init__(self, msg, errors=None, failed=None, restored=None, restore_errors=None,
+                 kernel_error=None):
+        super(ReconcileError, self).__init__(msg)
+        self.msg = msg
+        self.errors = list(errors or [])
+        self.failed = failed
+        self.restored = list(restored or [])
+        self.restore_errors = list(restore_errors or [])
+        self.kernel_error = kernel_error
+
+    def details(self):
+        """Extra keys for ``fail_json``."""
+        out = {}
+        if self.errors:
+            out["errors"] = self.errors
+        if self.failed is not None:
+            out["failed_setting"] = self.failed
+        if self.restored or self.restore_errors:
+            out["restored"] = self.restored
+            out["restore_errors"] = self.restore_errors
+        if self.kernel_error is not None:
+            out["kernel_error"] = self.kernel_error
+        return out
+
+
+class Setting:
+    """One value on the host that a module wants in a given state.
+
+    Subclasses implement :meth:`read` and :meth:`write`; the defaults of the rest fit most
+    kernel files. ``desired`` must already be normalised to what the host will read back.
+    """
+
+    #: lower runs first; settings with equal order keep their input order
+    order = 0
+
+    def __init__(self, key, desired, order=None):
+        self.key = key
+        self.desired = desired
+        if order is not None:
+            self.order = order
+
+    def read(self, fs):
+        raise NotImplementedError
+
+    def write(self, fs, value, current):
+        """Make the host hold ``value``; ``current`` is what it held before this call."""
+        raise NotImplementedError
+
+    def differs(self, current):
+        return current != self.desired
+
+    def validate(self, current):
+        """Problems with the desired value given the current one; [] when it is fine."""
+        return []
+
+    def restore(self, fs, previous):
+        """Put back what the host held before this call."""
+        self.write(fs, previous, None)
+
+    def report(self, value):
+        """How a value appears in diff/values (JSON-friendly)."""
+        return value
+
+
+class KernelFileSetting(Setting):
+    """A setting held in one kernel pseudo-file, read and written through codec functions.
+
+    ``parse(text) -> value`` turns the file's read-back into the comparable value;
+    ``format(value, current) -> [lines]`` gives the line(s) to write, one ``write()`` each;
+    ``restore_format(previous) -> [lines]`` (defaults to ``format``) puts the old state back.
+    """
+
+    def __init__(self, key, path, desired, parse, format, restore_format=None, order=None,
+                 validate=None, compare=None):
+        super(KernelFileSetting, self).__init__(key, desired, order)
+        self.path = path
+        self._parse = parse
+        self._format = format
+        self._restore_format = restore_format
+        self._validate = validate
+        self._compare = compare
+
+    def read(self, fs):
+        text = fs.read(self.path)
+        if text is None:
+            raise KernelFileError(self.path, None, 2, action="read")  # ENOENT with its hint
+        return self._parse(text)
+
+    def differs(self, current):
+        if self._compare is not None:
+            return not self._compare(current, self.desired)
+        return current != self.desired
+
+    def validate(self, current):
+        return list(self._validate(self.desired, current)) if self._validate else []
+
+    def write(self, fs, value, current):
+        fs.write_lines(self.path, self._format(value, current))
+
+    def restore(self, fs, previous):
+        fmt = self._restore_format or (lambda value, current: self._format(value, None))
+        fs.write_lines(self.path, fmt(previous, None))
+
+
+class Plan:
+    """What a reconcile would do; also the result of one."""
+
+    def __init__(self):
+        self.current = {}
+        self.changes = []
+
+    @property
+    def changed(self):
+        return bool(self.changes)
+
+
+class Reconciler:
+    """Runs settings through read -> validate -> plan -> apply -> verify -> (restore)."""
+
+    def __init__(self, fs, check_mode=False):
+        self.fs = fs
+        self.check_mode = check_mode
+
+    def _ordered(self, settings):
+        return [s for _i, s in sorted(enumerate(settings), key=lambda p: (p[1].order, p[0]))]
+
+    def plan(self, settings, errors=None):
+        """Read and validate everything; raise ReconcileError before any write."""
+        keys = [s.key for s in settings]
+        dupes = sorted(set(k for k in keys if keys.count(k) > 1))
+        problems = list(errors or [])
+        if dupes:
+            problems.append("the same setting is requested twice: %s" % ", ".join(dupes))
+        plan = Plan()
+        for s in settings:
+            try:
+                plan.current[s.key] = s.read(self.fs)
+            except KernelFileError as e:
+                problems.append(e.message)
+                continue
+            problems.extend(s.validate(plan.current[s.key]))
+        if problems:
+            raise ReconcileError("Invalid request (nothing was changed): " + "; ".join(problems),
+                                 errors=problems)
+        plan.changes = [s for s in self._ordered(settings) if s.differs(plan.current[s.key])]
+        return plan
+
+    def run(self, settings, errors=None):
+        """Reconcile ``settings``; returns the result dict for ``exit_json``."""
+        plan = self.plan(settings, errors)
+        if self.check_mode or not plan.changes:
+            return self._result(settings, plan, plan.current, applied=not self.check_mode)
+        touched = []
+        for s in plan.changes:
+            touched.append(s)
+            try:
+                s.write(self.fs, s.desired, plan.current[s.key])
+            except KernelFileError as e:
+                self._fail(touched, plan, "Applying %s failed: %s" % (s.key, e.message), s, e)
+        held = dict(plan.current)
+        for s in plan.changes:
+            try:
+                held[s.key] = s.read(self.fs)
+            except KernelFileError as e:
+                self._fail(touched, plan, "Reading back %s failed: %s" % (s.key, e.message), s, e)
+            if s.differs(held[s.key]):
+                self._fail(touched, plan,
+                           "The kernel holds %r for %s after writing %r; it normalised or ignored "
+                           "the value" % (s.report(held[s.key]), s.key, s.report(s.desired)), s)
+        return self._result(settings, plan, held, applied=True)
+
+    def _fail(self, touched, plan, msg, failed, kernel_error=None):
+        restored, restore_errors = [], []
+        for s in reversed(touched):
+            try:
+                s.restore(self.fs, plan.current[s.key])
+                restored.append(s.key)
+            except KernelFileError as e:
+                restore_errors.append(e.message)
+        if restored:
+            msg += "; restored the earlier values of: %s" % ", ".join(restored)
+        if restore_errors:
+            msg += "; COULD NOT RESTORE: %s" % "; ".join(restore_errors)
+        raise ReconcileError(msg, failed=failed.key, restored=restored, restore_errors=restore_errors,
+                             kernel_error=kernel_error.as_dict() if kernel_error else None)
+
+    @staticmethod
+    def _result(settings, plan, held, applied):
+        before, after = {}, {}
+        for s in plan.changes:
+            before[s.key] = s.report(plan.current[s.key])
+            after[s.key] = s.report(held[s.key] if applied else s.desired)
+        values = dict((s.key, s.report(held[s.key])) for s in settings)
+        return {"changed": plan.changed, "diff": {"before": before, "after": after}, "values": values}
+
+
+def fail_module(module, err):
+    """Turn a ReconcileError / KernelFileError into ``fail_json`` without a traceback."""
+    if isinstance(err, ReconcileError):
+        module.fail_json(msg=err.msg, **err.details())
+    if isinstance(err, KernelFileError):
+        module.fail_json(msg=err.message, kernel_error=err.as_dict())
+    module.fail_json(msg=str(err))
