@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 CACHE  := .cache
 # ansible-test and ansible-galaxy need the collection inside ansible_collections/<ns>/<name>.
 COLL_TREE := $(CACHE)/collections/ansible_collections/aiinfra/io_isolation
-APT_PACKAGES := git rsync
+APT_PACKAGES := git rsync shellcheck
 
 export ANSIBLE_COLLECTIONS_PATH := $(abspath $(CACHE)/collections):$(abspath $(CACHE)/installed)
 export ANSIBLE_NOCOLOR := 1

@@ -16,7 +16,22 @@ if ls tests/sanity/ignore-*.txt >/dev/null 2>&1; then
   echo "tests/sanity/ignore-*.txt exists: this project keeps sanity clean without ignore entries" >&2
   exit 1
 fi
-# --venv: each sanity test gets the tool versions it pins, without touching our .venv.
-# Only Python 3.11 is on these machines; the compile test for other versions is reported as
-# skipped by ansible-test itself (modules declare python_requires >= 3.9 in tests/config.yml).
-"$BIN/ansible-test" sanity --venv --requirements --python 3.11 --color no "${@:2}"
+# ansible-test's --venv mode fetches get-pip from a host these machines cannot reach, so the
+# sanity tools (pinned by ansible-test itself) go into a venv of their own instead of our .venv,
+# where they would clash with ansible-lint's versions.
+SVENV=$REPO/.cache/sanity-venv
+CORE=$("$BIN/python" -c 'import ansible; print(ansible.__version__)')
+if [ ! -x "$SVENV/bin/ansible-test" ] || [ "$("$SVENV/bin/python" -c 'import ansible; print(ansible.__version__)')" != "$CORE" ]; then
+  rm -rf "$SVENV"
+  python3 -m venv "$SVENV"
+  "$SVENV/bin/python" -m pip install -q "ansible-core==$CORE"
+fi
+# Each sanity test's own venv is bootstrapped with a get-pip script ansible-test downloads from a
+# host outside the package registries; give it our ensurepip-based stand-in instead.
+PIPV=$(grep -ohP "pip='\K[0-9.]+" "$SVENV"/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | head -1)
+[ -n "$PIPV" ] || { echo "cannot find the pip version ansible-test bootstraps" >&2; exit 1; }
+mkdir -p ~/.ansible/test/cache
+cp tests/sanity-get-pip.py ~/.ansible/test/cache/get_pip_${PIPV//./_}.py
+# Only Python 3.11 is on these machines; ansible-test reports the compile test for other
+# versions as skipped (modules declare python_requires >= 3.9 in tests/config.yml).
+"$SVENV/bin/ansible-test" sanity --requirements --python 3.11 --color no "${@:2}"

@@ -29,8 +29,8 @@ options:
 options:
   devices:
     description:
-      - Limit the result to these disks. Each entry accepts the same forms as O(device) in the device-managing
-        modules (name, C(/dev) path, C(/dev/disk/by-id/) link, WWN, serial or V(MAJ:MIN)).
+      - Limit the result to these disks. Each entry accepts the same forms as the C(device) option of the
+        device-managing modules (name, C(/dev) path, C(/dev/disk/by-id/) link, WWN, serial or V(MAJ:MIN)).
       - Empty means every whole-disk block device with a non-zero size.
     type: list
     elements: str

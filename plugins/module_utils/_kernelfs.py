@@ -115,20 +115,31 @@ class KernelFS:
             return []
 
     def realpath(self, path):
-        """realpath inside the root; absolute symlink targets are re-rooted too."""
-        p = self.path(path)
+        """realpath inside the root: links anywhere in the path are followed, and absolute
+        targets are re-rooted, so a fake tree behaves like the host it stands in for."""
         if self.root == "/":
-            return os.path.realpath(p)
-        # Walk link by link so that absolute targets stay inside the fake root.
-        seen = 0
-        while os.path.islink(p) and seen < 40:
-            target = os.readlink(p)
-            if os.path.isabs(target):
-                p = self.path(target)
-            else:
-                p = os.path.normpath(os.path.join(os.path.dirname(p), target))
-            seen += 1
-        return self.host_path(os.path.realpath(p))
+            return os.path.realpath(path)
+        pending = [c for c in path.split("/") if c]
+        current, hops = [], 0
+        while pending:
+            comp = pending.pop(0)
+            if comp == ".":
+                continue
+            if comp == "..":
+                if current:
+                    current.pop()
+                continue
+            candidate = current + [comp]
+            real = os.path.join(self.root, *candidate)
+            if os.path.islink(real) and hops < 40:
+                hops += 1
+                target = os.readlink(real)
+                if target.startswith("/"):
+                    current = []
+                pending = [c for c in target.split("/") if c] + pending
+                continue
+            current = candidate
+        return "/" + "/".join(current)
 
     def readlink(self, path):
         try:

@@ -28,6 +28,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import CodecError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 
 
@@ -138,6 +139,59 @@ class KernelFileSetting(Setting):
         fs.write_lines(self.path, fmt(previous, None))
 
 
+class CodecSetting(KernelFileSetting):
+    """A kernel file managed through one of the codecs in ``_codecs``.
+
+    ``desired`` is the user's value; the codec validates it (before any write) and normalises it
+    to what the kernel will print, so the read-back comparison is exact where it must be and
+    tolerant where the kernel rounds. With ``device`` (``MAJ:MIN``) a per-device file is narrowed
+    to that device's line: only it is compared, written and restored. ``reset`` is what to write
+    back when the device had no line before this call (e.g. ``{"enable": 0, "ctrl": "auto"}`` for
+    io.cost.qos, whose lines appear on first write).
+    """
+
+    def __init__(self, key, path, codec, desired, device=None, order=None, reset=None, validate=None):
+        self.codec = codec
+        self.device = device
+        self.raw = desired
+        self.reset = reset if reset is not None else (codec.lookup({}, device) if device else None)
+        self.problems = codec.validate(self._wrap(desired))
+        normalised = None
+        if not self.problems:
+            normalised = codec.normalize(self._wrap(desired))
+            normalised = codec.lookup(normalised, device) if device else normalised
+        super(CodecSetting, self).__init__(key, path, normalised, parse=codec.parse, format=None,
+                                           order=order, validate=validate)
+
+    def _wrap(self, value):
+        return {self.device: value} if self.device else value
+
+    def read(self, fs):
+        parsed = super(CodecSetting, self).read(fs)
+        return self.codec.lookup(parsed, self.device) if self.device else parsed
+
+    def differs(self, current):
+        if self.device:
+            return not self.codec.matches({self.device: self.desired}, {self.device: current})
+        return not self.codec.matches(self.desired, current)
+
+    def validate(self, current):
+        return list(self.problems) + super(CodecSetting, self).validate(current)
+
+    def write(self, fs, value, current):
+        fs.write_lines(self.path, self.codec.format(self._wrap(value)))
+
+    def restore(self, fs, previous):
+        if previous is None:
+            if self.reset is None:
+                return
+            value = self.reset
+        else:
+            value = self.codec.as_desired(self._wrap(previous))
+            value = value[self.device] if self.device else value
+        fs.write_lines(self.path, self.codec.format(self._wrap(value)))
+
+
 class Plan:
     """What a reconcile would do; also the result of one."""
 
@@ -174,6 +228,9 @@ class Reconciler:
             except KernelFileError as e:
                 problems.append(e.message)
                 continue
+            except CodecError as e:
+                problems.append("cannot read the current value of %s: %s" % (s.key, e))
+                continue
             problems.extend(s.validate(plan.current[s.key]))
         if problems:
             raise ReconcileError("Invalid request (nothing was changed): " + "; ".join(problems),
@@ -199,6 +256,8 @@ class Reconciler:
                 held[s.key] = s.read(self.fs)
             except KernelFileError as e:
                 self._fail(touched, plan, "Reading back %s failed: %s" % (s.key, e.message), s, e)
+            except CodecError as e:
+                self._fail(touched, plan, "Reading back %s failed: %s" % (s.key, e), s)
             if s.differs(held[s.key]):
                 self._fail(touched, plan,
                            "The kernel holds %r for %s after writing %r; it normalised or ignored "

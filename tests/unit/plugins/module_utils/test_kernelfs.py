@@ -100,14 +100,14 @@ def test_atomic_write_replaces_and_sets_mode(fs, tmp_path):
 
 
 def test_atomic_write_failure_cleans_temp(fs, tmp_path, monkeypatch):
-    monkeypatch.setattr(_kernelfs.os, "rename", lambda a, b: (_ for _ in ()).throw(OSError(errno.EXDEV, "x")))
+    monkeypatch.setattr(_kernelfs.os, "rename", lambda src, dst: (x for x in ()).throw(OSError(errno.EXDEV, "x")))
     with pytest.raises(KernelFileError, match="EXDEV"):
         fs.atomic_write("/etc/x.conf", "data")
     assert os.listdir(str(tmp_path / "etc")) == []
 
 
 def test_atomic_write_unwritable_dir(fs, tmp_path, monkeypatch):
-    monkeypatch.setattr(_kernelfs.tempfile, "mkstemp", lambda **k: (_ for _ in ()).throw(OSError(errno.EROFS, "ro")))
+    monkeypatch.setattr(_kernelfs.tempfile, "mkstemp", lambda **k: (x for x in ()).throw(OSError(errno.EROFS, "ro")))
     with pytest.raises(KernelFileError, match="read-only"):
         fs.atomic_write("/etc/x.conf", "data")
 

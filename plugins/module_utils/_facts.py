@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Host facts for io_facts: one pass over sysfs, cgroupfs, debugfs and procfs, no subprocesses.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import detect
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import CgroupNameError, resolve as cgroup_path
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+
+QUEUE_FACTS = ("scheduler", "nr_requests", "wbt_lat_usec", "read_ahead_kb", "nomerges", "rq_affinity",
+               "io_poll", "io_poll_delay", "max_sectors_kb", "rotational", "iostats", "add_random",
+               "write_cache")
+CGROUP_FACTS = ("cgroup.controllers", "cgroup.subtree_control", "io.weight", "io.max", "io.latency",
+                "io.prio.class", "io.bfq.weight", "io.low", "io.stat", "io.pressure", "memory.current",
+                "memory.min", "memory.low", "memory.high", "memory.max", "memory.swap.max",
+                "memory.swap.high", "memory.zswap.max", "memory.oom.group", "memory.pressure",
+                "cpu.weight", "cpu.max", "cpu.pressure")
+NVME_PARAMETERS = ("poll_queues", "write_queues", "io_queue_depth")
+
+
+class Reader:
+    """Reads and parses files, collecting problems as warnings instead of failing the whole run."""
+
+    def __init__(self, fs):
+        self.fs = fs
+        self.warnings = []
+
+    def text(self, path):
+        try:
+            return self.fs.read(path)
+        except KernelFileError as e:
+            # debugfs and some cgroup files are root-only; report, do not fail.
+            self.warnings.append(e.message)
+            return None
+
+    def parsed(self, path, codec=None):
+        text = self.text(path)
+        if text is None:
+            return None
+        codec = codec or codecs.codec_for(path)
+        if codec is None:
+            return _plain(text)
+        try:
+            return codec.parse(text)
+        except codecs.CodecError as e:
+            self.warnings.append("%s: could not parse %r: %s" % (path, text[:200], e))
+            return {"unparsed": text}
+
+
+def _plain(text):
+    value = text.strip()
+    if re.match(r"^-?\d+$", value):
+        return int(value)
+    return value
+
+
+def _queue(reader, name):
+    base = "/sys/block/%s/queue/" % name
+    out = {}
+    for attr in QUEUE_FACTS:
+        value = reader.parsed(base + attr) if reader.fs.exists(base + attr) else None
+        if attr == "scheduler" and isinstance(value, dict) and "current" in value:
+            out["scheduler"] = value["current"]
+            out["schedulers_available"] = value["available"]
+        else:
+            out[attr] = value
+    return out
+
+
+def _hw_queues(reader, name):
+    """blk-mq hardware queues: cpu_list and tags from sysfs, type (default/read/poll) from debugfs."""
+    out = []
+    mq = "/sys/block/%s/mq" % name
+    for entry in sorted(reader.fs.listdir(mq), key=lambda e: int(e) if e.isdigit() else -1):
+        if not entry.isdigit():
+            continue
+        d = "%s/%s/" % (mq, entry)
+        out.append({
+            "index": int(entry),
+            "cpu_list": reader.parsed(d + "cpu_list", codecs.CPU_LIST),
+            "nr_tags": reader.parsed(d + "nr_tags", codecs.IntValue("nr_tags")),
+            "nr_reserved_tags": reader.parsed(d + "nr_reserved_tags", codecs.IntValue("nr_reserved_tags")),
+            "type": _debugfs_hctx_type(reader, name, entry),
+        })
+    return out
+
+
+def _debugfs_hctx_type(reader, name, index):
+    path = "/sys/kernel/debug/block/%s/hctx%s/type" % (name, index)
+    if not reader.fs.exists(path):
+        return None
+    value = reader.text(path)
+    return value.strip() if value else None
+
+
+def _queue_split(hw_queues):
+    types = [q["type"] for q in hw_queues]
+    if not hw_queues or any(t is None for t in types):
+        return {"default": None, "read": None, "poll": None, "source": "unavailable (debugfs not readable)"}
+    return {"default": types.count("default"), "read": types.count("read"), "poll": types.count("poll"),
+            "source": "debugfs"}
+
+
+def _iocost(model, qos, majmin):
+    m = codecs.IO_COST_MODEL.lookup(model, majmin) if model is not None else None
+    q = codecs.IO_COST_QOS.lookup(qos, majmin) if qos is not None else None
+    return {"enabled": bool(q and q.get("enable")), "model": m, "qos": q,
+            "initialised": m is not None or q is not None}
+
+
+def _nvme_controllers(reader, disks):
+    out = {}
+    for ctrl in reader.fs.listdir("/sys/class/nvme"):
+        d = "/sys/class/nvme/%s/" % ctrl
+        attrs = dict((k, (reader.text(d + k) or "").strip() or None)
+                     for k in ("model", "serial", "firmware_rev", "transport", "state", "queue_count",
+                               "subsysnqn", "cntlid"))
+        namespaces = [x for x in disks if x.get("controller") == ctrl
+                      or ctrl in (x.get("nvme_paths") or [])]
+        split = None
+        for ns in namespaces:
+            if ns["hw_queues"]:
+                split = _queue_split(ns["hw_queues"])
+                break
+        out[ctrl] = {
+            "model": attrs["model"], "serial": attrs["serial"], "firmware": attrs["firmware_rev"],
+            "transport": attrs["transport"], "state": attrs["state"], "subsysnqn": attrs["subsysnqn"],
+            # queue_count includes the admin queue.
+            "queue_count": int(attrs["queue_count"]) if (attrs["queue_count"] or "").isdigit() else None,
+            "namespaces": [x["name"] for x in namespaces],
+            "queues": split or {"default": None, "read": None, "poll": None, "source": "no blk-mq namespace"},
+        }
+    return out
+
+
+def _cgroup(reader, name, caps):
+    try:
+        path = cgroup_path(name, root=caps["cgroup"]["mountpoint"])
+    except CgroupNameError as e:
+        return {"name": name, "exists": False, "error": str(e)}
+    if not reader.fs.isdir(path):
+        return {"name": name, "path": path, "exists": False}
+    present = set(reader.fs.listdir(path))
+    files = {}
+    for f in CGROUP_FACTS:
+        if f in present:
+            value = reader.parsed(path + "/" + f)
+            files[f] = value.split() if f.startswith("cgroup.") and isinstance(value, str) else value
+    return {"name": name, "path": path, "exists": True, "files": files}
+
+
+def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, systemd_version=None, which=None):
+    """All io_facts in one dict: capabilities, devices, nvme, cgroups, pressure, warnings."""
+    reader = Reader(fs)
+    caps = detect(fs, release=release, systemd_version=systemd_version, which=which)
+    resolver = DeviceResolver(fs)
+    records = resolver.resolve_many(devices) if devices else resolver.list_disks(include_empty=include_empty)
+    model = qos = None
+    if caps["cgroup"]["unified"] and caps["cgroup"].get("iocost"):
+        root = caps["cgroup"]["mountpoint"]
+        model = reader.parsed(root + "/io.cost.model", codecs.IO_COST_MODEL)
+        qos = reader.parsed(root + "/io.cost.qos", codecs.IO_COST_QOS)
+    out_devices, flat = {}, []
+    for rec in records:
+        identity = rec.as_dict()
+        hw = _hw_queues(reader, rec.name)
+        entry = {"identity": identity, "queue": _queue(reader, rec.name), "hw_queues": hw,
+                 "iocost": _iocost(model, qos, rec.majmin)}
+        out_devices[rec.name] = entry
+        flat.append(dict(identity, hw_queues=hw))
+    pressure = {}
+    for res in ("io", "memory", "cpu"):
+        if fs.exists("/proc/pressure/" + res):
+            pressure[res] = reader.parsed("/proc/pressure/" + res, codecs.Psi(res))
+    return {
+        "capabilities": caps,
+        "devices": out_devices,
+        "nvme": _nvme_controllers(reader, flat),
+        "nvme_parameters": dict((p, _plain(reader.text("/sys/module/nvme/parameters/" + p) or ""))
+                                for p in NVME_PARAMETERS if fs.exists("/sys/module/nvme/parameters/" + p)),
+        "cgroups": dict((name, _cgroup(reader, name, caps)) for name in cgroups) if caps["cgroup"]["unified"]
+        else dict((name, {"name": name, "exists": False, "error": "cgroup v2 is not the unified hierarchy on this host"})
+                  for name in cgroups),
+        "pressure": pressure,
+        "warnings": reader.warnings,
+    }

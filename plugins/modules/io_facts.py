@@ -1,0 +1,205 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: io_facts
+short_description: Gather a host's I/O-isolation capabilities and state
+version_added: 0.1.0
+description:
+  - Reads, in one module run and without a subprocess per file, what the host can isolate and what it is set to.
+  - B(Capabilities) - cgroup v2 mode and controllers, which C(io.*) files the kernel has (C(io.cost.qos), C(io.weight),
+    C(io.max), C(io.latency), C(io.prio.class), C(io.low), C(io.bfq.weight)), systemd and its version, debugfs
+    scheduler knobs (C(min_granularity_ns) before EEVDF, C(base_slice_ns) from 6.6), the C(nvme) and C(fio) tools,
+    and the kernel release.
+  - B(Devices) - every whole-disk block device with its identity (the same record the device-managing modules
+    resolve to, including the stable identity persisted settings are keyed by), its queue settings, its blk-mq
+    hardware queues with their C(cpu_list) and, where debugfs is readable, their type (default, read or poll),
+    and its blk-iocost model and QoS.
+  - B(NVMe) - controllers with model, serial, firmware and the default/read/poll queue split as the block layer
+    uses it (debugfs), plus the C(nvme) module parameters, which the driver samples only at probe or
+    controller reset.
+  - B(Cgroups) of interest with their io, memory and cpu files, C(io.stat) and pressure, and global PSI.
+  - On a host without the cgroup v2 unified hierarchy it reports the mode (V(hybrid), V(legacy)) instead of failing.
+  - Never changes anything.
+author:
+  - aiinfra platform engineering (@aiinfra)
+extends_documentation_fragment:
+  - aiinfra.io_isolation.attributes
+  - aiinfra.io_isolation.attributes.FACTS
+  - aiinfra.io_isolation.device.DEVICES
+options:
+  cgroups:
+    description:
+      - Cgroups to report, as systemd unit names (V(inference.slice), V(vllm.service)) or paths below the cgroup
+        root (V(system.slice/docker-0123.scope), V(workloads/train)).
+      - A cgroup that does not exist is reported with C(exists: false) instead of failing.
+    type: list
+    elements: str
+    default: []
+  include_empty:
+    description:
+      - Also report block devices of size 0, such as unattached loop devices.
+    type: bool
+    default: false
+notes:
+  - Reading debugfs (hardware queue types) and some cgroup files needs root; without it those values are V(null) and
+    a warning says why.
+seealso:
+  - name: Kernel files this collection manages
+    description: The formats, ranges and traps the collection relies on, checked on real kernels.
+    link: https://example.invalid/aiinfra/io_isolation/docs/kernel-files.md
+"""
+
+EXAMPLES = r"""
+- name: Gather I/O-isolation facts for every disk and the two tenant slices
+  aiinfra.io_isolation.io_facts:
+    cgroups:
+      - inference.slice
+      - training.slice
+
+- name: Show which NVMe disks have iocost enabled
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.io_isolation.devices | dict2items
+             | selectattr('value.identity.kind', 'equalto', 'nvme')
+             | map(attribute='key') | list }}"
+
+- name: Gather facts about one disk by its stable identity only
+  aiinfra.io_isolation.io_facts:
+    devices:
+      - /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_lab-nvme-a
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to C(ansible_facts).
+  returned: always
+  type: dict
+  contains:
+    io_isolation:
+      description: The host's I/O-isolation capabilities and state.
+      returned: always
+      type: dict
+      contains:
+        capabilities:
+          description: What the kernel and userland provide.
+          returned: always
+          type: dict
+          sample:
+            kernel: {release: 6.1.0-50-amd64, version: [6, 1, 0], page_size: 4096}
+            cgroup:
+              mode: unified
+              unified: true
+              mountpoint: /sys/fs/cgroup
+              controllers: [cpuset, cpu, io, memory, hugetlb, pids, rdma, misc]
+              subtree_control: [memory, pids]
+              iocost: true
+              io_files: {io.cost.qos: true, io.cost.model: true, io.weight: true, io.max: true, io.latency: false,
+                         io.prio.class: false, io.low: false, io.bfq.weight: false}
+              io_files_source: kernel config
+            systemd: {present: true, version: 252}
+            debugfs: {mounted: true, sched: {base_slice_ns: false, min_granularity_ns: true}}
+            tools: {nvme: /usr/sbin/nvme, fio: /usr/bin/fio, systemctl: /usr/bin/systemctl, udevadm: /usr/bin/udevadm,
+                    sysctl: /usr/sbin/sysctl, systemd-run: /usr/bin/systemd-run}
+            psi: true
+        devices:
+          description: Whole-disk block devices by kernel name.
+          returned: always
+          type: dict
+          sample:
+            nvme0n1:
+              identity: {name: nvme0n1, majmin: "259:0", kind: nvme, model: QEMU NVMe Ctrl, serial: lab-nvme-a,
+                         firmware: 7.2.22, has_mq: true, partition: false, rotational: false,
+                         stable_id: "eui.0000000000000001", by_id: [nvme-QEMU_NVMe_Ctrl_lab-nvme-a]}
+              queue: {scheduler: none, schedulers_available: [none, mq-deadline], nr_requests: 1023,
+                      wbt_lat_usec: 2000, read_ahead_kb: 128, nomerges: 0, rq_affinity: 1, io_poll: 0}
+              hw_queues: [{index: 0, cpu_list: [0], nr_tags: 1023, nr_reserved_tags: 0, type: default}]
+              iocost:
+                enabled: true
+                initialised: true
+                model: {ctrl: user, model: linear, rbps: 2000000000, rseqiops: 100000, rrandiops: 100000,
+                        wbps: 1000000000, wseqiops: 50000, wrandiops: 50000}
+                qos: {enable: 1, ctrl: user, rpct: "95.00", rlat: 5000, wpct: "95.00", wlat: 5000,
+                      min: "50.00", max: "150.00"}
+        nvme:
+          description: NVMe controllers by name, with the queue split the block layer uses.
+          returned: always
+          type: dict
+          sample:
+            nvme0: {model: QEMU NVMe Ctrl, serial: lab-nvme-a, firmware: 7.2.22, transport: pcie, state: live,
+                    queue_count: 3, namespaces: [nvme0n1],
+                    queues: {default: 2, read: 0, poll: 0, source: debugfs}}
+        nvme_parameters:
+          description: The nvme driver's queue parameters (sampled at probe or controller reset).
+          returned: always
+          type: dict
+          sample: {poll_queues: 0, write_queues: 0, io_queue_depth: 1024}
+        cgroups:
+          description: The cgroups asked for in O(cgroups), by the name given.
+          returned: always
+          type: dict
+          sample:
+            inference.slice:
+              name: inference.slice
+              path: /sys/fs/cgroup/inference.slice
+              exists: true
+              files: {io.weight: {default: 1000}, io.max: {}, memory.low: 8589934592, memory.high: max,
+                      io.stat: {"259:0": {rbytes: 20512768, rios: 5008, cost.usage: 50080}},
+                      io.pressure: {some: {avg10: 0.12, avg60: 0.02, avg300: 0.0, total: 46782}}}
+        pressure:
+          description: Global pressure stall information (C(/proc/pressure)).
+          returned: when the kernel has PSI
+          type: dict
+          sample: {io: {some: {avg10: 0.09, avg60: 0.1, avg300: 0.06, total: 498019},
+                        full: {avg10: 0.09, avg60: 0.04, avg300: 0.0, total: 230984}}}
+        warnings:
+          description: Files that could not be read or parsed (for example debugfs without root).
+          returned: always
+          type: list
+          elements: str
+          sample: []
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import DEVICES, merge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_systemd_version
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError, Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._facts import gather
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=merge(DEVICES, cgroups={"type": "list", "elements": "str", "default": []},
+                            include_empty={"type": "bool", "default": False}),
+        supports_check_mode=True,
+    )
+    fs = KernelFS()
+    runner = Runner(module)
+    systemd_version = None
+    if fs.isdir("/run/systemd/system") and runner.which("systemctl"):
+        try:
+            systemd_version = parse_systemd_version(runner.run(["systemctl", "--version"])[1])
+        except CommandError as e:
+            module.warn(e.msg)
+    try:
+        facts = gather(fs, devices=module.params["devices"], cgroups=module.params["cgroups"],
+                       include_empty=module.params["include_empty"], systemd_version=systemd_version,
+                       which=runner.which)
+    except (DeviceError, KernelFileError) as e:
+        module.fail_json(msg=str(e))
+    for warning in facts["warnings"]:
+        module.warn(warning)
+    module.exit_json(changed=False, ansible_facts={"io_isolation": facts})
+
+
+if __name__ == "__main__":
+    main()
