@@ -16,6 +16,8 @@ APT_PACKAGES := git rsync shellcheck
 export ANSIBLE_COLLECTIONS_PATH := $(abspath $(CACHE)/collections):$(abspath $(CACHE)/installed)
 export ANSIBLE_NOCOLOR := 1
 export LANG := C.UTF-8
+# Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
+export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check test demo clean constraints
 

@@ -39,7 +39,7 @@ options:
     description:
       - Cgroups to report, as systemd unit names (V(inference.slice), V(vllm.service)) or paths below the cgroup
         root (V(system.slice/docker-0123.scope), V(workloads/train)).
-      - A cgroup that does not exist is reported with C(exists: false) instead of failing.
+      - A cgroup that does not exist is reported with C(exists=false) instead of failing.
     type: list
     elements: str
     default: []

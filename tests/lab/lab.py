@@ -805,6 +805,8 @@ def cmd_up(a) -> None:
     with locked(inst.lock):
         inst.cleanup_stale()
         meta = inst.meta()
+        meta["last_guest"] = a.guest
+        write_json(inst.dir / "instance.json", meta)
         inst.run.mkdir(parents=True)
         overlay = inst.run / "root.qcow2"
         # Per-boot copy-on-write overlay: the cached image is only ever read.
@@ -910,7 +912,8 @@ def cmd_status(a) -> None:
             state = "stopped"
         up = f"{time.time() - st['started_at']:.0f}s" if pids and st.get("started_at") else "-"
         flags = ",".join(f for f in ("multipath", "renumber") if st.get(f)) or "-"
-        rows.append((d.name, st.get("guest", "-"), state, str(st.get("pid", "-")) if pids else "-",
+        guest = st.get("guest") or (read_json(d / "instance.json") or {}).get("last_guest", "-")
+        rows.append((d.name, guest, state, str(st.get("pid", "-")) if pids else "-",
                      str(st.get("port", "-")) if pids else "-", st.get("accel", "-") if pids else "-",
                      up, flags))
     hdr = ("NAME", "GUEST", "STATE", "PID", "PORT", "ACCEL", "UPTIME", "FLAGS")
@@ -946,6 +949,9 @@ def cmd_reboot(a) -> None:
 
 def cmd_down(a) -> None:
     inst = Instance(a.name)
+    if not inst.dir.exists():
+        print(f"{inst.name}: no such instance")
+        return
     with locked(inst.lock):
         st = inst.state() or {}
         pids = inst.qemu_pids()
