@@ -8,15 +8,15 @@ OUT=$REPO/.cache/build
 rm -rf "$OUT" && mkdir -p "$OUT"
 cd "$REPO"
 "$BIN/ansible-galaxy" collection build --force --output-path "$OUT" .
-ART=$(ls "$OUT"/aiinfra-io_isolation-*.tar.gz)
+ART=$(find "$OUT" -maxdepth 1 -name 'aiinfra-io_isolation-*.tar.gz' | head -n1)
 echo "built $ART ($(du -h "$ART" | cut -f1))"
 # The artifact must not carry caches, venvs or lab images.
 if tar -tzf "$ART" | grep -E '(^|/)(\.venv|\.cache|\.git|__pycache__)/|\.(qcow2|raw)$'; then
   echo "artifact contains files that build_ignore should exclude" >&2; exit 1
 fi
 "$BIN/ansible-galaxy" collection install --force -p "$OUT/installed" "$ART"
-modules=$(cd plugins/modules && ls *.py | sed 's/\.py$//')
-for m in $modules; do
+for f in plugins/modules/*.py; do
+  m=$(basename "$f" .py)
   ANSIBLE_COLLECTIONS_PATH="$OUT/installed" "$BIN/ansible-doc" -t module "aiinfra.io_isolation.$m" >/dev/null
   echo "installed copy documents aiinfra.io_isolation.$m"
 done

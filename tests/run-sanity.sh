@@ -31,7 +31,7 @@ fi
 PIPV=$(grep -ohP "pip='\K[0-9.]+" "$SVENV"/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | head -1)
 [ -n "$PIPV" ] || { echo "cannot find the pip version ansible-test bootstraps" >&2; exit 1; }
 mkdir -p ~/.ansible/test/cache
-cp tests/sanity-get-pip.py ~/.ansible/test/cache/get_pip_${PIPV//./_}.py
+cp tests/sanity-get-pip.py ~/.ansible/test/cache/"get_pip_${PIPV//./_}.py"
 # Only Python 3.11 is on these machines; ansible-test reports the compile test for other
 # versions as skipped (modules declare python_requires >= 3.9 in tests/config.yml).
 "$SVENV/bin/ansible-test" sanity --requirements --python 3.11 --color no "${@:2}"

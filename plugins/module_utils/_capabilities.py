@@ -20,14 +20,15 @@ import os
 import re
 
 CGROUP_ROOT = "/sys/fs/cgroup"
-# io.* files that only exist in non-root cgroups, and the kernel option that builds each.
+# io.* files that only exist in non-root cgroups, and the kernel options that build each; "m"
+# (a module) means the file appears once the module is loaded (bfq: when a disk selects it).
 CHILD_IO_FILES = {
-    "io.weight": "CONFIG_BLK_CGROUP_IOCOST",
-    "io.max": "CONFIG_BLK_DEV_THROTTLING",
-    "io.latency": "CONFIG_BLK_CGROUP_IOLATENCY",
-    "io.prio.class": "CONFIG_BLK_CGROUP_IOPRIO",
-    "io.low": "CONFIG_BLK_DEV_THROTTLING_LOW",
-    "io.bfq.weight": "CONFIG_BFQ_GROUP_IOSCHED",
+    "io.weight": ("CONFIG_BLK_CGROUP_IOCOST",),
+    "io.max": ("CONFIG_BLK_DEV_THROTTLING",),
+    "io.latency": ("CONFIG_BLK_CGROUP_IOLATENCY",),
+    "io.prio.class": ("CONFIG_BLK_CGROUP_IOPRIO",),
+    "io.low": ("CONFIG_BLK_DEV_THROTTLING_LOW",),
+    "io.bfq.weight": ("CONFIG_IOSCHED_BFQ", "CONFIG_BFQ_GROUP_IOSCHED"),
 }
 TOOLS = ("nvme", "fio", "systemctl", "udevadm", "sysctl", "systemd-run")
 
@@ -87,6 +88,18 @@ def kernel_config(fs, release):
     return out
 
 
+def _from_config(config, options):
+    """True (built in), "module" (after modprobe), False (not built) or None (unknown)."""
+    if not config:
+        return None
+    # Kconfig lists every option the kernel has ('# X is not set' when off); one that is missing
+    # does not exist in this kernel (e.g. THROTTLING_LOW after its removal in 6.10).
+    values = [config.get(o, "n") for o in options]
+    if any(v not in ("y", "m") for v in values):
+        return False
+    return "module" if "m" in values else True
+
+
 def _child_with_io(fs, root):
     """A non-root cgroup whose io files are visible, to learn which io.* files this kernel has."""
     for entry in fs.listdir(root):
@@ -124,15 +137,14 @@ def detect(fs, release=None, systemd_version=None, which=None):
         cg["io_files"]["io.cost.model"] = fs.exists(v2_root + "/io.cost.model")
         child = _child_with_io(fs, v2_root)
         config = None
-        for name, option in sorted(CHILD_IO_FILES.items()):
+        for name, options in sorted(CHILD_IO_FILES.items()):
             if child is not None:
                 cg["io_files"][name] = fs.exists(child + "/" + name)
                 continue
             if config is None:
                 config = kernel_config(fs, release)
             # No child with io enabled yet: fall back to the kernel's build config, else unknown.
-            value = config.get(option)
-            cg["io_files"][name] = None if value is None else value in ("y", "m")
+            cg["io_files"][name] = _from_config(config, options)
         cg["io_files_source"] = "cgroup %s" % child if child else ("kernel config" if config else "unknown")
         cg["iocost"] = bool(cg["io_files"]["io.cost.qos"])
     if caps["debugfs"]["mounted"] and fs.isdir("/sys/kernel/debug/sched"):

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import re
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
@@ -38,16 +39,17 @@ class Reader:
         self.fs = fs
         self.warnings = []
 
-    def text(self, path):
+    def text(self, path, quiet_errnos=()):
         try:
             return self.fs.read(path)
         except KernelFileError as e:
             # debugfs and some cgroup files are root-only; report, do not fail.
-            self.warnings.append(e.message)
+            if e.errno not in quiet_errnos:
+                self.warnings.append(e.message)
             return None
 
-    def parsed(self, path, codec=None):
-        text = self.text(path)
+    def parsed(self, path, codec=None, quiet_errnos=()):
+        text = self.text(path, quiet_errnos)
         if text is None:
             return None
         codec = codec or codecs.codec_for(path)
@@ -71,7 +73,9 @@ def _queue(reader, name):
     base = "/sys/block/%s/queue/" % name
     out = {}
     for attr in QUEUE_FACTS:
-        value = reader.parsed(base + attr) if reader.fs.exists(base + attr) else None
+        # EINVAL on read: the attribute does not apply to this queue (wbt_lat_usec on the bio-based
+        # NVMe multipath head, observed on 6.1): not applicable, not a problem.
+        value = reader.parsed(base + attr, quiet_errnos=(errno.EINVAL,)) if reader.fs.exists(base + attr) else None
         if attr == "scheduler" and isinstance(value, dict) and "current" in value:
             out["scheduler"] = value["current"]
             out["schedulers_available"] = value["available"]
@@ -121,26 +125,34 @@ def _iocost(model, qos, majmin):
             "initialised": m is not None or q is not None}
 
 
-def _nvme_controllers(reader, disks):
+def _nvme_controllers(reader, disks, hw_by_name):
     out = {}
     for ctrl in reader.fs.listdir("/sys/class/nvme"):
         d = "/sys/class/nvme/%s/" % ctrl
         attrs = dict((k, (reader.text(d + k) or "").strip() or None)
                      for k in ("model", "serial", "firmware_rev", "transport", "state", "queue_count",
                                "subsysnqn", "cntlid"))
-        namespaces = [x for x in disks if x.get("controller") == ctrl
-                      or ctrl in (x.get("nvme_paths") or [])]
+        # Namespaces reached through this controller: its own, and multipath heads with a hidden
+        # path disk nvme<S>c<C>n<N> on it (the path disk carries the blk-mq queues).
+        suffix = "c%sn" % ctrl[len("nvme"):]
+        namespaces, queue_disks = [], []
+        for x in disks:
+            paths = [p for p in (x.get("nvme_paths") or []) if suffix in p]
+            if x.get("controller") == ctrl or paths:
+                namespaces.append(x["name"])
+                queue_disks.extend(paths if paths else [x["name"]])
         split = None
-        for ns in namespaces:
-            if ns["hw_queues"]:
-                split = _queue_split(ns["hw_queues"])
+        for name in queue_disks:
+            hw = hw_by_name[name] if name in hw_by_name else _hw_queues(reader, name)
+            if hw:
+                split = _queue_split(hw)
                 break
         out[ctrl] = {
             "model": attrs["model"], "serial": attrs["serial"], "firmware": attrs["firmware_rev"],
             "transport": attrs["transport"], "state": attrs["state"], "subsysnqn": attrs["subsysnqn"],
             # queue_count includes the admin queue.
             "queue_count": int(attrs["queue_count"]) if (attrs["queue_count"] or "").isdigit() else None,
-            "namespaces": [x["name"] for x in namespaces],
+            "namespaces": namespaces,
             "queues": split or {"default": None, "read": None, "poll": None, "source": "no blk-mq namespace"},
         }
     return out
@@ -173,14 +185,13 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
         root = caps["cgroup"]["mountpoint"]
         model = reader.parsed(root + "/io.cost.model", codecs.IO_COST_MODEL)
         qos = reader.parsed(root + "/io.cost.qos", codecs.IO_COST_QOS)
-    out_devices, flat = {}, []
+    out_devices, flat, hw_by_name = {}, [], {}
     for rec in records:
         identity = rec.as_dict()
-        hw = _hw_queues(reader, rec.name)
-        entry = {"identity": identity, "queue": _queue(reader, rec.name), "hw_queues": hw,
-                 "iocost": _iocost(model, qos, rec.majmin)}
-        out_devices[rec.name] = entry
-        flat.append(dict(identity, hw_queues=hw))
+        hw_by_name[rec.name] = _hw_queues(reader, rec.name)
+        out_devices[rec.name] = {"identity": identity, "queue": _queue(reader, rec.name),
+                                 "hw_queues": hw_by_name[rec.name], "iocost": _iocost(model, qos, rec.majmin)}
+        flat.append(identity)
     pressure = {}
     for res in ("io", "memory", "cpu"):
         if fs.exists("/proc/pressure/" + res):
@@ -188,7 +199,7 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
     return {
         "capabilities": caps,
         "devices": out_devices,
-        "nvme": _nvme_controllers(reader, flat),
+        "nvme": _nvme_controllers(reader, flat, hw_by_name),
         "nvme_parameters": dict((p, _plain(reader.text("/sys/module/nvme/parameters/" + p) or ""))
                                 for p in NVME_PARAMETERS if fs.exists("/sys/module/nvme/parameters/" + p)),
         "cgroups": dict((name, _cgroup(reader, name, caps)) for name in cgroups) if caps["cgroup"]["unified"]

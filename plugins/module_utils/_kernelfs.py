@@ -61,6 +61,9 @@ class KernelFileError(Exception):
         self.errname = errno.errorcode.get(err, str(err)) if isinstance(err, int) else str(err)
         strerror = os.strerror(err) if isinstance(err, int) else str(err)
         hint = ERRNO_HINTS.get(err if err not in OPNOTSUPP_ALIASES else errno.EOPNOTSUPP, "")
+        if action == "read" and err == errno.EINVAL:
+            # Seen on bio-based queues (NVMe multipath head): the attribute exists but cannot be read.
+            hint = "the kernel does not support this attribute on this device"
         if action == "write":
             msg = "Writing %r to %s failed: %s (%s)" % (value, path, strerror, self.errname)
         else:

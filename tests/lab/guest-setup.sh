@@ -88,7 +88,7 @@ EOF
     done
 
     # Fail the build early if the initramfs trap is back (see setup above).
-    initrd=$(ls "$root"/boot/initrd.img-* | head -n1)
+    initrd=$(find "$root/boot" -maxdepth 1 -name 'initrd.img-*' | sort | head -n1)
     contents=$(chroot "$root" lsinitramfs "/boot/${initrd##*/}")
     if printf '%s\n' "$contents" | grep -q '/nvme/host/nvme\.ko'; then
         echo "guest-setup: nvme.ko is in the initramfs; /etc/modprobe.d would not apply" >&2

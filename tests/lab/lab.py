@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """QEMU lab for aiinfra.io_isolation: build Debian guest images, run VMs.
 
 The collection changes kernel I/O-isolation state (blk-iocost, cgroup v2, NVMe
@@ -282,7 +281,7 @@ def debian_mirrors() -> tuple[str, str | None]:
     archive = security = None
     for uri, suites in _apt_source_entries():
         for s in suites:
-            base, _, pocket = s.partition("-")
+            base, _sep, pocket = s.partition("-")
             if base not in DEBIAN_CODENAMES:
                 continue
             if pocket == "security" or s.endswith("/updates"):
@@ -316,7 +315,7 @@ def recipe_key(guest: str) -> tuple[str, dict]:
 
 
 def image_dir(guest: str) -> Path:
-    digest, _ = recipe_key(guest)
+    digest, _recipe = recipe_key(guest)
     return cache_root() / f"{guest}-{digest}"
 
 
@@ -407,7 +406,7 @@ def build_image(guest: str, force: bool = False) -> Path:
             log(f"{guest}: mmdebstrap --mode={mode} {g['suite']} ({', '.join(sources)})")
             logf = d / f"mmdebstrap-{mode}.log"
             with open(logf, "w") as lf:
-                rc = subprocess.run([base[0], f"--mode={mode}", *base[1:]],
+                rc = subprocess.run([base[0], f"--mode={mode}", *base[1:]], check=False,
                                     stdout=lf, stderr=subprocess.STDOUT).returncode
             if rc == 0:
                 mode_used = mode
@@ -499,7 +498,7 @@ def detect_accel(kernel: Path) -> str:
         boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         boot_id = "?"
-    qver = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True,
+    qver = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, check=False,
                           text=True).stdout.splitlines()[0]
     cache = cache_root() / "accel.json"
     cached = read_json(cache) or {}
@@ -583,6 +582,7 @@ class Instance:
         if m:
             return m
         self.dir.mkdir(parents=True, exist_ok=True)
+
         def ids(key):
             h = hashlib.sha256(f"{self.name}/{key}".encode()).digest()
             # 52:54:00 is QEMU's locally administered OUI; 40 bits from the hash.
@@ -683,7 +683,7 @@ def ssh_argv(st: dict, *cmd: str, tty: bool = False, mux: bool = True) -> list[s
 
 def ssh_run(st: dict, cmd: str, timeout: float = 60, input: str | None = None,
             mux: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(ssh_argv(st, cmd, mux=mux), capture_output=True, text=True,
+    return subprocess.run(ssh_argv(st, cmd, mux=mux), capture_output=True, text=True, check=False,
                           timeout=timeout, input=input, stdin=None if input else subprocess.DEVNULL)
 
 
@@ -705,14 +705,14 @@ def ssh_master_stop(st: dict) -> None:
     if not os.path.exists(ctl):
         return
     r = subprocess.run(["ssh", "-o", f"ControlPath={ctl}", "-O", "check", "root@127.0.0.1"],
-                       capture_output=True, text=True, timeout=10)
+                       capture_output=True, text=True, timeout=10, check=False)
     m = re.search(r"pid=(\d+)", r.stderr + r.stdout)
     with contextlib.suppress(subprocess.TimeoutExpired):
         subprocess.run(["ssh", "-o", f"ControlPath={ctl}", "-O", "exit", "root@127.0.0.1"],
-                       capture_output=True, timeout=10)
+                       capture_output=True, timeout=10, check=False)
     if m:
         pid = int(m.group(1))
-        for _ in range(50):
+        for _attempt in range(50):
             try:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
@@ -861,7 +861,7 @@ def cmd_up(a) -> None:
             # restrict=on: the guest reaches nothing; only the SSH forward, on loopback.
             argv = common + ["-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22"]
             t0 = time.monotonic()
-            r = subprocess.run(argv, capture_output=True, text=True)
+            r = subprocess.run(argv, capture_output=True, text=True, check=False)
             if r.returncode == 0:
                 break
             if "hostfwd" in r.stderr or "forwarding" in r.stderr:
@@ -1079,7 +1079,7 @@ def cmd_build(a) -> None:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n", maxsplit=1)[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("build", help="build (or verify) cached guest images")
     s.add_argument("guests", nargs="*", help="default: every guest in recipe.toml")

@@ -44,7 +44,7 @@ def test_unified_without_io_child_falls_back_to_kernel_config(host):
     assert cg["mode"] == "unified" and cg["unified"] and cg["iocost"]
     assert cg["controllers"][:3] == ["cpuset", "cpu", "io"] and cg["subtree_control"] == ["memory", "pids"]
     assert cg["io_files"]["io.weight"] is True and cg["io_files"]["io.latency"] is False
-    assert cg["io_files"]["io.prio.class"] is None  # not in the config: unknown, not guessed
+    assert cg["io_files"]["io.prio.class"] is False  # not in the config: this kernel has no such option
     assert cg["io_files_source"] == "kernel config"
     assert c["systemd"] == {"present": True, "version": 252}
     assert c["tools"]["fio"] == "/usr/bin/fio" and c["tools"]["nvme"] is None
@@ -146,3 +146,9 @@ def test_runner_checks_rc_stderr_and_json():
         Runner(FakeModule(err="sysctl: cannot stat /proc/sys/x")).run(["sysctl", "-w", "x=1"], stderr_is_error=True)
     with pytest.raises(CommandError, match="not JSON"):
         Runner(FakeModule(out="plain")).run_json(["x"])
+
+
+def test_bfq_as_a_module_is_reported_as_module(host):
+    write(host, "/boot/config-6.1.0-50-amd64", "CONFIG_IOSCHED_BFQ=m\nCONFIG_BFQ_GROUP_IOSCHED=y\n")
+    c = caps.detect(KernelFS(str(host)), release="6.1.0-50-amd64")
+    assert c["cgroup"]["io_files"]["io.bfq.weight"] == "module"

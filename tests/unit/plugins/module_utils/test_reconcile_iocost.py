@@ -110,7 +110,7 @@ def sim(tmp_path):
 def test_iocost_applies_model_then_qos_then_weight_and_is_idempotent(sim):
     SimIocost(sim)
     result = Reconciler(sim).run(iocost_settings())
-    assert [p.rsplit("/", 1)[1] for p, _ in sim.writes] == ["io.cost.model", "io.cost.qos", "io.weight"]
+    assert [p.rsplit("/", 1)[1] for p, _line in sim.writes] == ["io.cost.model", "io.cost.qos", "io.weight"]
     assert sim.writes[1][1] == "259:0 enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=50.00 max=150.00"
     assert result["values"]["io.cost.qos[259:0]"]["rpct"] == "95.00"
     assert result["diff"]["before"]["io.cost.qos[259:0]"] is None  # no line before the first write

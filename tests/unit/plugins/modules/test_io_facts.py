@@ -141,3 +141,39 @@ def test_unparsable_file_becomes_a_warning(tmp_path, run):
     f = result["ansible_facts"]["io_isolation"]
     assert f["cgroups"]["inference.slice"]["files"]["io.weight"] == {"unparsed": "garbage here too"}
     assert any("io.weight" in w for w in f["warnings"])
+
+
+def test_multipath_head_is_reported_with_its_path_queues(tmp_path, run):
+    h = FakeHost(tmp_path)
+    h.add_nvme(ctrl=0, serial="lab-nvme-a")
+    h.add_nvme_multipath_head(subsys=2, ns=1, ctrls=(2, 3), serial="lab-nvme-mp")
+    h.add_cgroup_root()
+    # Observed on 6.1: reading wbt_lat_usec of the bio-based head gives EINVAL.
+    f = run(h)["ansible_facts"]["io_isolation"]
+    head = f["devices"]["nvme2n1"]
+    assert head["identity"]["kind"] == "nvme-multipath-head" and head["identity"]["has_mq"] is False
+    assert head["hw_queues"] == []
+    assert f["nvme"]["nvme2"]["namespaces"] == ["nvme2n1"] and f["nvme"]["nvme3"]["namespaces"] == ["nvme2n1"]
+    assert f["nvme"]["nvme2"]["queues"]["source"] == "debugfs"
+    assert "nvme2c2n1" not in f["devices"], "hidden path disks are not whole disks of their own"
+
+
+def test_unreadable_queue_attribute_is_not_applicable(tmp_path, run, monkeypatch):
+    import errno
+    h = FakeHost(tmp_path)
+    h.add_nvme(ctrl=0)
+    h.add_cgroup_root()
+    real_read = _kernelfs.KernelFS.read
+
+    def read(self, path, default=None):
+        if path.endswith("/queue/wbt_lat_usec"):
+            raise _kernelfs.KernelFileError(path, None, errno.EINVAL, action="read")
+        if path.endswith("/hctx0/type"):
+            raise _kernelfs.KernelFileError(path, None, errno.EACCES, action="read")
+        return real_read(self, path, default)
+    monkeypatch.setattr(_kernelfs.KernelFS, "read", read)
+    f = run(h)["ansible_facts"]["io_isolation"]
+    assert f["devices"]["nvme0n1"]["queue"]["wbt_lat_usec"] is None
+    assert not any("wbt_lat_usec" in w for w in f["warnings"])
+    assert any("hctx0/type" in w and "EACCES" in w for w in f["warnings"])
+    assert f["nvme"]["nvme0"]["queues"]["source"].startswith("unavailable")
