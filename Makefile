@@ -19,12 +19,12 @@ export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check test demo clean constraints
+.PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check lab-images lab-test test demo demo-local clean constraints
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test"
-	@echo "make unit | sanity | lint | build | docs-check | changelog-check | clean"
+	@echo "make unit | sanity | lint | build | docs-check | changelog-check | lab-test | demo-local | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -69,10 +69,23 @@ docs-check: setup
 changelog-check: setup
 	$(BIN)/antsibull-changelog lint
 
-test: unit sanity lint build docs-check changelog-check
+# The lab: QEMU VMs built from Debian packages (tests/lab/), cached under ~/.cache.
+lab-images: setup
+	python3 tests/lab/lab.py build debian12 debian13
+
+# Molecule scenarios on real kernels, one VM at a time: Debian 12 (6.1) then Debian 13 (6.12).
+lab-test: lab-images
+	$(BIN)/molecule test --all
+
+test: unit sanity lint build docs-check changelog-check lab-test
 	@echo "make test: all suites passed"
 
+# The collection's main job on the built-in lab (KEEP_LAB=1 leaves the VM running).
 demo: setup
+	bash tests/lab/demo.sh $(abspath $(BIN))
+
+# The same playbook against this machine, read-only.
+demo-local: setup
 	$(BIN)/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
 
 constraints: 

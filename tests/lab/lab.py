@@ -79,7 +79,12 @@ VIRTIO_DATA_SERIAL = "lab-virtio-data"
 # PCI slots on q35's pcie.0: fixed so a boot is reproducible; --renumber
 # reverses the NVMe slot order (the kernel numbers controllers in probe order,
 # which follows PCI order).
-PCI_NET, PCI_ROOT, PCI_VDATA = 0x2, 0x3, 0x4
+PCI_NET, PCI_ROOT, PCI_VDATA, PCI_VDATA_RENUMBERED = 0x2, 0x3, 0x4, 0x5
+# --renumber also puts a small spare virtio disk in front of the data disk: virtio names and
+# minors follow probe order deterministically (vdb 254:16 -> vdc 254:32), unlike NVMe minors,
+# which already move between identical boots (asynchronous namespace scan).
+VIRTIO_SPARE_SERIAL = "lab-virtio-spare"
+VIRTIO_SPARE_SIZE = 64 << 20
 PCI_NVME_SLOTS = (0x8, 0x9, 0xA, 0xB)
 
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
@@ -803,7 +808,16 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool) 
         args += ["-device", f"nvme-ns,drive=d-{key},bus={bus},nsid=1,shared={shared},"
                  f"eui64={info['eui64']},uuid={info['uuid']}"]
     v = disks["virtio-data"]
-    args += ["-device", f"virtio-blk-pci,drive=d-virtio-data,addr=0x{PCI_VDATA:x},serial={v['serial']}"]
+    vaddr = PCI_VDATA
+    if renumber:
+        spare = inst.dir / "virtio-spare.raw"
+        if not spare.exists():
+            with open(spare, "wb") as fh:
+                fh.truncate(VIRTIO_SPARE_SIZE)
+        args += ["-drive", f"if=none,id=d-virtio-spare,file={spare},format=raw,cache=writeback",
+                 "-device", f"virtio-blk-pci,drive=d-virtio-spare,addr=0x{PCI_VDATA:x},serial={VIRTIO_SPARE_SERIAL}"]
+        vaddr = PCI_VDATA_RENUMBERED
+    args += ["-device", f"virtio-blk-pci,drive=d-virtio-data,addr=0x{vaddr:x},serial={v['serial']}"]
     return args
 
 
@@ -1054,6 +1068,17 @@ def cmd_inventory(a) -> None:
     print("\n".join(lines))
 
 
+def cmd_instance_config(a) -> None:
+    """Molecule's instance_config.yml entries (JSON, which is YAML) for running VMs."""
+    out = []
+    for name in a.names:
+        st = Instance(name).running_state()
+        out.append({"instance": name, "address": "127.0.0.1", "user": "root", "port": st["port"],
+                    "identity_file": st["key"], "guest": st["guest"],
+                    "renumbered": bool(st.get("renumber")), "multipath": bool(st.get("multipath"))})
+    print(json.dumps(out, indent=2))
+
+
 def cmd_observe(a) -> None:
     inst = Instance(a.name)
     st = inst.running_state()
@@ -1089,7 +1114,8 @@ def main(argv=None) -> None:
     s.add_argument("guest")
     s.add_argument("--name", help="instance name (default: the guest name); also the hostname")
     s.add_argument("--append", default="", help="extra kernel command line")
-    s.add_argument("--renumber", action="store_true", help="reverse the NVMe controllers' PCI order")
+    s.add_argument("--renumber", action="store_true",
+                   help="reverse the NVMe controllers' PCI order and put a spare virtio disk before the data disk")
     s.add_argument("--multipath", action="store_true",
                    help="add an NVMe subsystem with two controllers sharing one namespace")
     s.add_argument("--kernel", default="debian",
@@ -1116,6 +1142,9 @@ def main(argv=None) -> None:
     s = sub.add_parser("inventory", help="print an Ansible YAML inventory for the running VM")
     s.add_argument("name")
     s.set_defaults(func=cmd_inventory)
+    s = sub.add_parser("instance-config", help="print molecule instance_config entries for running VMs")
+    s.add_argument("names", nargs="+")
+    s.set_defaults(func=cmd_instance_config)
     s = sub.add_parser("observe", help="capture the guest's block/NVMe layout into a file")
     s.add_argument("name")
     s.add_argument("outfile")

@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Verify the lab VM after the renumbered reboot, in one remote command (each costs seconds)."""
+import json
+
+PROBE = r"""
+import glob, json, os
+def read(p):
+    try:
+        with open(p) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+disks = {}
+for d in glob.glob('/sys/block/*'):
+    name = os.path.basename(d)
+    serial = read(d + '/serial') or read(d + '/device/serial')
+    if serial:
+        disks[serial] = {'name': name, 'dev': read(d + '/dev'), 'mq': os.path.isdir(d + '/mq')}
+release = os.uname().release
+config = read('/boot/config-' + release) or ''
+print(json.dumps({
+    'iocost': os.path.exists('/sys/fs/cgroup/io.cost.qos'),
+    'cgroup2': 'cgroup2 /sys/fs/cgroup ' in (read('/proc/mounts') or ''),
+    'iolatency_built': 'CONFIG_BLK_CGROUP_IOLATENCY=y' in config,
+    'ioprio_built': 'CONFIG_BLK_CGROUP_IOPRIO=y' in config,
+    'disks': disks,
+}))
+"""
+
+
+def test_kernel_and_disks_after_renumbered_reboot(host):
+    state = json.loads(host.check_output("python3 -c %s" % json.dumps(PROBE)))
+    assert state["cgroup2"] and state["iocost"]
+    assert not state["iolatency_built"] and not state["ioprio_built"], "Debian kernels build neither"
+    disks = state["disks"]
+    assert {"lab-nvme-a", "lab-nvme-b", "lab-virtio-data", "lab-virtio-spare"} <= set(disks)
+    # The spare virtio disk sits in front of the data disk after --renumber.
+    assert disks["lab-virtio-spare"]["name"] == "vdb" and disks["lab-virtio-data"]["name"] == "vdc"
+    assert disks["lab-virtio-data"]["dev"] == "254:32"
+    assert all(disks[s]["mq"] for s in ("lab-nvme-a", "lab-nvme-b"))

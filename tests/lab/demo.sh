@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# `make demo`: build (or reuse) the Debian 12 lab image, boot it, run the collection's rollout
+# playbook against it, print the summary, shut the VM down. KEEP_LAB=1 leaves it running.
+set -euo pipefail
+BIN=${1:?usage: demo.sh VENV_BIN}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+LAB="python3 $REPO/tests/lab/lab.py"
+NAME=${LAB_NAME:-demo}
+GUEST=${LAB_GUEST:-debian12}
+cd "$REPO"
+$LAB build "$GUEST"
+$LAB up "$GUEST" --name "$NAME"
+if [ "${KEEP_LAB:-0}" != 1 ]; then
+  trap '$LAB down "$NAME" --purge' EXIT
+fi
+mkdir -p .cache
+$LAB inventory "$NAME" > .cache/demo-inventory.yml
+"$BIN/ansible-playbook" -i .cache/demo-inventory.yml playbooks/demo.yml
+if [ "${KEEP_LAB:-0}" = 1 ]; then
+  echo "The lab VM is still running: python3 tests/lab/lab.py ssh $NAME -- <command>;"
+  echo "stop it with: python3 tests/lab/lab.py down $NAME --purge"
+fi
