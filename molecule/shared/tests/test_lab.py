@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Verify the lab VM after the renumbered reboot, in one remote command (each costs seconds)."""
 import json
+import shlex
 
 PROBE = r"""
 import glob, json, os
@@ -29,7 +30,7 @@ print(json.dumps({
 
 
 def test_kernel_and_disks_after_renumbered_reboot(host):
-    state = json.loads(host.check_output("python3 -c %s" % json.dumps(PROBE)))
+    state = json.loads(host.check_output("python3 -c %s" % shlex.quote(PROBE)))
     assert state["cgroup2"] and state["iocost"]
     assert not state["iolatency_built"] and not state["ioprio_built"], "Debian kernels build neither"
     disks = state["disks"]
