@@ -161,3 +161,15 @@ def parse_systemd_version(text):
     """'systemd 252 (252.39-1~deb12u1)' -> 252."""
     m = re.match(r"systemd (\d+)", (text or "").strip())
     return int(m.group(1)) if m else None
+
+
+def require_iocost(fs):
+    """None if blk-iocost can be managed on this host, else the reason and what to do."""
+    mode, root = cgroup_mode(parse_mounts(fs.read("/proc/mounts")))
+    if mode != "unified":
+        return ("this host does not run the cgroup v2 unified hierarchy (cgroup mode: %s); blk-iocost needs it: "
+                "boot with systemd.unified_cgroup_hierarchy=1 (the default since systemd 247)" % mode)
+    if not fs.exists(root + "/io.cost.qos"):
+        return ("the running kernel has no blk-iocost (%s/io.cost.qos is missing): it needs CONFIG_BLK_CGROUP_IOCOST=y"
+                % root)
+    return None

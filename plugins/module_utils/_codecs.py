@@ -461,6 +461,22 @@ class KeyedDeviceCodec(DeviceCodec):
     def parse_write(self, text):
         return dict((dev, dict(pairs)) for dev, pairs in parse_device_lines(text, self.name))
 
+    def _ctrl_errors(self, dev, settings, values, keys, errors, auto_noun, full_set_msg):
+        """The ctrl rules of io.cost.model/qos; appends to ``errors`` and returns the effective ctrl.
+
+        Tokens apply in order, so ctrl=auto next to values discards them; a partial user set keeps
+        the other values from whatever was active, so only the full set is idempotent.
+        """
+        given = [k for k in keys if k in settings]
+        ctrl = values.get("ctrl", "user" if given else None)
+        if ctrl == "auto" and given:
+            errors.append(self._err("%s: ctrl=auto uses the kernel's %s; drop %s or set ctrl=user"
+                                    % (dev, auto_noun, ", ".join(given))))
+        missing = [k for k in keys if k not in settings]
+        if ctrl == "user" and missing:
+            errors.append(self._err("%s: %s; missing %s" % (dev, full_set_msg, ", ".join(missing))))
+        return ctrl
+
     def _where(self, dev, key, value):
         return self._err("%s %s=%s: " % (dev, key, value))
 
@@ -532,19 +548,10 @@ class CostModel(KeyedDeviceCodec):
         values, errors = self._field_errors(dev, settings, checkers)
         if not isinstance(settings, dict):
             return errors
-        coefs = [k for k in COST_COEFS if k in settings]
-        ctrl = values.get("ctrl", "user" if coefs else None)
-        if ctrl == "auto" and coefs:
-            errors.append(self._err("%s: ctrl=auto uses the kernel's built-in model; drop %s or set ctrl=user"
-                                    % (dev, ", ".join(coefs))))
-        elif ctrl is None and "ctrl" not in settings:
+        ctrl = self._ctrl_errors(dev, settings, values, COST_COEFS, errors, "built-in model",
+                                 "a user cost model needs all six coefficients")
+        if ctrl is None and "ctrl" not in settings:
             errors.append(self._err("%s: nothing to set; give ctrl=auto or all of %s" % (dev, ", ".join(COST_COEFS))))
-        missing = [k for k in COST_COEFS if k not in settings]
-        if ctrl == "user" and missing:
-            # A partial write keeps the other coefficients from whatever model was active:
-            # always write the full set so the result does not depend on the history.
-            errors.append(self._err("%s: a user cost model needs all six coefficients; missing %s"
-                                    % (dev, ", ".join(missing))))
         return errors
 
     def _normalize_device(self, settings):
@@ -619,16 +626,8 @@ class CostQos(KeyedDeviceCodec):
         values, errors = self._field_errors(dev, settings, checkers)
         if not isinstance(settings, dict):
             return errors
-        params = [k for k in QOS_PARAMS if k in settings]
-        ctrl = values.get("ctrl", "user" if params else None)
-        if ctrl == "auto" and params:
-            # Tokens are applied in order: ctrl=auto after parameters discards them.
-            errors.append(self._err("%s: ctrl=auto uses the kernel's parameters; drop %s or set ctrl=user"
-                                    % (dev, ", ".join(params))))
-        missing = [k for k in QOS_PARAMS if k not in settings]
-        if ctrl == "user" and missing:
-            errors.append(self._err("%s: ctrl=user needs the full parameter set; missing %s"
-                                    % (dev, ", ".join(missing))))
+        self._ctrl_errors(dev, settings, values, QOS_PARAMS, errors, "parameters",
+                          "ctrl=user needs the full parameter set")
         if not settings:
             errors.append(self._err("%s: nothing to set; give enable and/or ctrl=auto or the parameters %s"
                                     % (dev, ", ".join(QOS_PARAMS))))

@@ -21,6 +21,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
 
 STAMP = "Managed by Ansible (aiinfra.io_isolation)"
@@ -33,8 +35,14 @@ def stamped(body, owner, comment="#"):
 
 
 def is_managed(content):
-    """True if ``content`` (a file's text, or None when absent) carries this collection's stamp."""
-    return content is not None and STAMP in content.split("\n", 2)[0]
+    """True if ``content`` (a file's text, or None when absent) carries this collection's stamp.
+
+    The stamp is on the first line, or on the second after a ``#!`` line (scripts).
+    """
+    if content is None:
+        return False
+    head = content.split("\n", 2)
+    return STAMP in head[0] or (head[0].startswith("#!") and len(head) > 1 and STAMP in head[1])
 
 
 class ManagedFile(Setting):
@@ -63,3 +71,42 @@ class ManagedFile(Setting):
             fs.remove(self.path)
         else:
             fs.atomic_write(self.path, value, self.mode)
+
+
+class PersistError(ValueError):
+    pass
+
+
+_UDEV_SAFE = re.compile(r"^[A-Za-z0-9._:+@-]+$")
+
+
+def _udev_value(value, what, device):
+    value = (value or "").strip()
+    if not _UDEV_SAFE.match(value):
+        raise PersistError("the %s of %s (%r) has characters a udev rule cannot match safely; "
+                           "use persist=false and re-apply at boot another way" % (what, device, value))
+    return value
+
+
+def udev_match(record):
+    """udev match keys that select a whole disk by its stable identity, never by name or MAJ:MIN.
+
+    ``record`` is a resolved device (``_devices.BlockDevice``). WWN: the ``wwid`` attribute (on the
+    NVMe namespace itself, on the parent for SCSI: ``ATTRS`` searches both). Serial: virtio's
+    ``serial`` attribute on the disk. Otherwise the by-path identity (``ID_PATH``).
+    """
+    base = 'SUBSYSTEM=="block", ENV{DEVTYPE}=="disk"'
+    if record.stable_id_source == "wwn" and record.wwid:
+        return base + ', ATTRS{wwid}=="%s"' % _udev_value(record.wwid, "WWN", record.name)
+    if record.stable_id_source == "serial" and record.kind == "virtio":
+        return base + ', ATTR{serial}=="%s"' % _udev_value(record.serial, "serial", record.name)
+    if record.stable_id_source == "by-path" and record.by_path:
+        link = record.by_path[0]
+        return base + ', ENV{ID_PATH}=="%s"' % _udev_value(link, "by-path identity", record.name)
+    raise PersistError("%s has no identity a udev rule can match (stable id: %s%s); use persist=false"
+                       % (record.name, record.stable_id, "; " + record.stable_id_note if record.stable_id_note else ""))
+
+
+def slug(stable_id):
+    """A file-name-safe form of a stable identity."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", stable_id).strip("_")[:120]

@@ -39,3 +39,9 @@ def test_kernel_and_disks_after_renumbered_reboot(host):
     assert disks["lab-virtio-spare"]["name"] == "vdb" and disks["lab-virtio-data"]["name"] == "vdc"
     assert disks["lab-virtio-data"]["dev"] == "254:32"
     assert all(disks[s]["mq"] for s in ("lab-nvme-a", "lab-nvme-b"))
+
+
+def test_absent_left_no_rule_behind(host):
+    rules = host.check_output("ls /etc/udev/rules.d/ 2>/dev/null || true").split()
+    assert [r for r in rules if r.startswith("91-aiinfra-iocost-")] == []
+    assert host.file("/usr/local/libexec/aiinfra-io_isolation/iocost-apply").mode & 0o111

@@ -6,40 +6,13 @@ import errno
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
+from simkernel import SimKernel
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, stamped, is_managed
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
     KernelFileSetting, Reconciler, ReconcileError, Setting, fail_module,
 )
-
-
-class SimKernel(KernelFS):
-    """A KernelFS whose pseudo-files behave like kernel files: a write is parsed, not stored.
-
-    ``handlers[path](line)`` applies one written line to ``state[path]`` or raises OSError;
-    reads render ``state[path]``. Every write is logged.
-    """
-
-    def __init__(self, root):
-        super(SimKernel, self).__init__(root)
-        self.state = {}
-        self.handlers = {}
-        self.writes = []
-
-    def read(self, path, default=None):
-        if path in self.state:
-            return self.state[path]
-        return super(SimKernel, self).read(path, default)
-
-    def write(self, path, value):
-        self.writes.append((path, value))
-        if path in self.handlers:
-            try:
-                self.handlers[path](value)
-            except OSError as e:
-                raise KernelFileError(path, value, e.errno)
-            return None
-        return super(SimKernel, self).write(path, value)
 
 
 def int_file(sim, path, initial, reject=None, normalise=None):

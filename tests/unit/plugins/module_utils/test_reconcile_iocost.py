@@ -15,77 +15,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
     CodecSetting, Reconciler, ReconcileError,
 )
-from test_reconcile import SimKernel
-
-SSD_DFL = {"rbps": 488636629, "rseqiops": 8932, "rrandiops": 8518, "wbps": 427891549, "wseqiops": 28755,
-           "wrandiops": 21940}
-QOS_AUTO = {"rpct": "0.00", "rlat": 25000, "wpct": "0.00", "wlat": 25000, "min": "1.00", "max": "10000.00"}
-ROOT = "/sys/fs/cgroup"
-
-
-class SimIocost(object):
-    def __init__(self, sim, devices=("259:0", "254:0"), refuse_qos=None):
-        self.model, self.qos, self.weight = {}, {}, {"default": 100}
-        self.devices = devices
-        self.refuse_qos = refuse_qos
-        sim.handlers[ROOT + "/io.cost.model"] = self.write_model
-        sim.handlers[ROOT + "/io.cost.qos"] = self.write_qos
-        sim.handlers[ROOT + "/cg/io.weight"] = self.write_weight
-        self.sim = sim
-        self.render()
-
-    def _init(self, dev):
-        if dev not in self.devices:
-            raise OSError(errno.ENODEV, "no such device")
-        self.model.setdefault(dev, dict(ctrl="auto", model="linear", **SSD_DFL))
-        self.qos.setdefault(dev, dict(enable=0, ctrl="auto", **QOS_AUTO))
-
-    def write_model(self, line):
-        ((dev, pairs),) = codecs.parse_device_lines(line, "io.cost.model")
-        self._init(dev)
-        for k, v in pairs:
-            if k == "ctrl" and v == "auto":
-                self.model[dev].update(ctrl="auto", **SSD_DFL)
-            elif k in SSD_DFL:
-                self.model[dev][k] = int(v)
-                self.model[dev]["ctrl"] = "user"
-        self.render()
-
-    def write_qos(self, line):
-        ((dev, pairs),) = codecs.parse_device_lines(line, "io.cost.qos")
-        self._init(dev)
-        if self.refuse_qos == dev:
-            raise OSError(errno.EINVAL, "refused")
-        for k, v in pairs:
-            if k == "enable":
-                self.qos[dev]["enable"] = 1 if int(v) else 0
-            elif k == "ctrl" and v == "auto":
-                self.qos[dev].update(ctrl="auto", **QOS_AUTO)
-            elif k in QOS_AUTO:
-                self.qos[dev][k] = int(v) if k in ("rlat", "wlat") else "%.2f" % float(v)
-                self.qos[dev]["ctrl"] = "user"
-        self.render()
-
-    def write_weight(self, line):
-        key, value = line.split()
-        if key != "default" and key not in self.qos:
-            raise OSError(errno.EOPNOTSUPP, "iocost not initialised")
-        if value == "default":
-            self.weight.pop(key, None)
-        else:
-            self.weight[key] = int(value)
-        self.render()
-
-    def render(self):
-        self.sim.state[ROOT + "/io.cost.model"] = "\n".join(
-            "%s ctrl=%s model=linear %s" % (d, m["ctrl"], " ".join("%s=%s" % (k, m[k]) for k in SSD_DFL))
-            for d, m in self.model.items())
-        self.sim.state[ROOT + "/io.cost.qos"] = "\n".join(
-            "%s enable=%d ctrl=%s %s" % (d, q["enable"], q["ctrl"], " ".join("%s=%s" % (k, q[k]) for k in QOS_AUTO))
-            for d, q in self.qos.items())
-        self.sim.state[ROOT + "/cg/io.weight"] = "\n".join(
-            "%s %s" % (k, v) for k, v in sorted(self.weight.items(), key=lambda kv: kv[0] != "default"))
-
+from simkernel import ROOT, SSD_DFL, SimIocost, SimKernel
 
 USER_MODEL = {"rbps": 2000000000, "rseqiops": 100000, "rrandiops": 100000, "wbps": 1000000000,
               "wseqiops": 50000, "wrandiops": 50000}

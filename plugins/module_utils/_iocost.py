@@ -1,0 +1,181 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""blk-iocost for one disk: io.cost.model + io.cost.qos, live and persisted by a udev rule.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+Kernel order (observed on 6.1 and 6.12): iocost initialises on a disk at the first write of
+either root file, so the model goes first, then the QoS with ``enable=1``; per-device io.weight
+lines only work after that (cgroup module). Persistence: a udev rule keyed by the disk's WWN or
+serial runs a small helper at device add, which writes the same lines for whatever MAJ:MIN the
+disk has in that boot. Our rules are numbered 91, after systemd's ``90-iocost.rules`` (systemd
+254+, hwdb by model): udev runs RUN programs in rule order, so for the disks this collection
+manages our values are written last and win.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
+    ManagedFile, PersistError, slug, stamped, udev_match,
+)
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting
+
+ROOT = "/sys/fs/cgroup"
+HELPER = "/usr/local/libexec/aiinfra-io_isolation/iocost-apply"
+RULES_DIR = "/etc/udev/rules.d"
+RULE_PREFIX = "91-aiinfra-iocost-"
+OWNER = "aiinfra.io_isolation.iocost"
+# rrandiops between the kernel's HDD class (370) and its slowest SSD class (6946): a model on
+# the wrong side of it was most likely measured on (or copied from) the other kind of disk.
+ROTATIONAL_RANDIOPS_LIMIT = 1600
+
+# The udev helper: runs on the managed host at device add, Python 3 stdlib only. It takes the
+# MAJ:MIN udev gives and "file:token,token" arguments, and writes one line per write() to the
+# root cgroup files in argument order (model before qos).
+HELPER_SOURCE = '''#!/usr/bin/python3
+# Managed by Ansible (aiinfra.io_isolation): applies iocost settings from udev rules
+# (/etc/udev/rules.d/91-aiinfra-iocost-*.rules) to the disk's MAJ:MIN of this boot.
+import os
+import re
+import sys
+
+ALLOWED = ("io.cost.model", "io.cost.qos")
+
+
+def main(argv):
+    if len(argv) < 2 or not re.match(r"^[0-9]+:[0-9]+$", argv[0]):
+        sys.stderr.write("usage: iocost-apply MAJ:MIN file:token,token ...\\n")
+        return 2
+    status = 0
+    for arg in argv[1:]:
+        name, _sep, tokens = arg.partition(":")
+        if name not in ALLOWED or not re.match(r"^[a-z]+=[A-Za-z0-9.]+(,[a-z]+=[A-Za-z0-9.]+)*$", tokens):
+            sys.stderr.write("iocost-apply: refusing %r\\n" % arg)
+            return 2
+        line = ("%s %s\\n" % (argv[0], tokens.replace(",", " "))).encode()
+        try:
+            fd = os.open("/sys/fs/cgroup/" + name, os.O_WRONLY)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            sys.stderr.write("iocost-apply: writing %r to /sys/fs/cgroup/%s failed: %s\\n" % (line, name, e))
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+'''
+
+
+def model_input(model):
+    """User model options -> codec input: ``ctrl`` auto, or the six coefficients (units allowed for bps)."""
+    model = dict(model or {})
+    out = {}
+    for key, value in model.items():
+        if key in ("rbps", "wbps") and isinstance(value, str) and not value.strip().isdigit():
+            try:
+                value = codecs.parse_rate(value)
+            except codecs.CodecError as e:
+                return None, ["io.cost.model: %s=%s: %s" % (key, value, "; ".join(e.errors))]
+        out[key] = value
+    return out, []
+
+
+def qos_input(qos, state, keep_enabled):
+    if state == "absent":
+        return {"enable": 1 if keep_enabled else 0, "ctrl": "auto"}
+    qos = dict(qos or {})
+    qos.setdefault("enable", True)
+    if not any(k in qos for k in ("ctrl",) + codecs.QOS_PARAMS):
+        qos["ctrl"] = "auto"
+    return qos
+
+
+def class_warnings(record, model):
+    """Warn when the model's class does not match the disk (kernel classes: kernel-abi.md §4)."""
+    if not model or model.get("ctrl") == "auto" or "rrandiops" not in model:
+        return []
+    try:
+        randiops = int(model["rrandiops"])
+    except (TypeError, ValueError):
+        return []
+    if record.rotational and randiops > ROTATIONAL_RANDIOPS_LIMIT:
+        return ["%s is rotational but the model has SSD-class random IOPS (rrandiops=%d; the kernel's HDD "
+                "class uses 370): weights will divide capacity the disk does not have" % (record.name, randiops)]
+    if not record.rotational and randiops < ROTATIONAL_RANDIOPS_LIMIT:
+        return ["%s is not rotational but the model has HDD-class random IOPS (rrandiops=%d; the kernel's "
+                "SSD classes use 6946 and more): the disk will be throttled far below what it can do"
+                % (record.name, randiops)]
+    return []
+
+
+def held(fs, majmin):
+    """(model, qos) the kernel holds for the disk now; None where it has no line."""
+    out = []
+    for name, codec in (("io.cost.model", codecs.IO_COST_MODEL), ("io.cost.qos", codecs.IO_COST_QOS)):
+        out.append(codec.lookup(codec.parse(fs.read(ROOT + "/" + name) or ""), majmin))
+    return tuple(out)
+
+
+def rule_path(record):
+    return "%s/%s%s.rules" % (RULES_DIR, RULE_PREFIX, slug(record.stable_id))
+
+
+def _helper_args(name, lines):
+    """'MAJ:MIN a=1 b=2' lines -> 'name:a=1,b=2' helper arguments (MAJ:MIN comes from udev)."""
+    return ["%s:%s" % (name, ",".join(line.split()[1:])) for line in lines]
+
+
+def udev_rule(record, model, qos):
+    """The rule that re-applies ``model``/``qos`` (normalised, per device) to this disk at add."""
+    args = []
+    if model is not None:
+        args += _helper_args("io.cost.model", codecs.IO_COST_MODEL.format({record.majmin: model}))
+    args += _helper_args("io.cost.qos", codecs.IO_COST_QOS.format({record.majmin: qos}))
+    body = ("# %s (%s, stable id %s)\n" % (record.name, record.model or record.kind, record.stable_id)
+            + 'ACTION=="add|change", %s, RUN+="%s $major:$minor %s"\n' % (udev_match(record), HELPER, " ".join(args)))
+    return stamped(body, OWNER)
+
+
+def settings(record, params):
+    """Engine settings (and input problems) for one disk: model, qos, then the persisted rule."""
+    state = params["state"]
+    errors = []
+    model = None
+    if state == "absent":
+        model = {"ctrl": "auto"}
+    elif params.get("model") is not None:
+        model, errors = model_input(params["model"])
+    qos = qos_input(params.get("qos"), state, params.get("keep_enabled"))
+    out = []
+    dev = record.majmin
+    if model is not None:
+        out.append(CodecSetting("io.cost.model[%s]" % dev, ROOT + "/io.cost.model", codecs.IO_COST_MODEL, model,
+                                device=dev, order=10, reset={"ctrl": "auto"}))
+    out.append(CodecSetting("io.cost.qos[%s]" % dev, ROOT + "/io.cost.qos", codecs.IO_COST_QOS, qos,
+                            device=dev, order=20, reset={"enable": 0, "ctrl": "auto"}))
+    persisted = []
+    if params.get("persist", True):
+        path = rule_path(record) if record.stable_id else None
+        if state == "present" and not any(s.problems for s in out):
+            try:
+                content = udev_rule(record, out[0].desired if model is not None else None, out[-1].desired)
+            except PersistError as e:
+                errors.append(str(e))
+                content = None
+            if content is not None:
+                out.append(ManagedFile(HELPER, HELPER_SOURCE, mode=0o755, adopt=params.get("adopt"), order=900))
+                out.append(ManagedFile(path, content, adopt=params.get("adopt")))
+                persisted.append(path)
+        elif state == "absent" and path:
+            out.append(ManagedFile(path, None, adopt=params.get("adopt")))
+    return out, errors, persisted
