@@ -10,7 +10,7 @@ script runs on the controller (Python 3.11, stdlib only, as root):
   lab.py ssh NAME [-- CMD ...]               run a command (or a shell) in the guest
   lab.py status                              list lab instances
   lab.py reboot NAME [--hard]                systemctl reboot (or QMP system_reset), wait for SSH
-  lab.py down NAME [--purge]                 stop QEMU, drop the root overlay (--purge: data disks too)
+  lab.py down NAME [--purge]                 stop QEMU (--purge: drop the root overlay and data disks)
   lab.py inventory NAME                      Ansible YAML inventory for the running VM
   lab.py observe NAME OUTFILE                capture the block/NVMe sysfs layout into a file
 
@@ -616,6 +616,8 @@ class Instance:
                 f"(pid {st.get('pid')}, port {st.get('port')} - no such QEMU)")
             self._keep_serial_log()
             shutil.rmtree(self.run)
+            # A QEMU that was killed did not flush its root overlay: do not boot from it.
+            (self.dir / "root.qcow2").unlink(missing_ok=True)
 
     def _keep_serial_log(self) -> None:
         src = self.run / "serial.log"
@@ -836,10 +838,22 @@ def cmd_up(a) -> None:
         meta["last_guest"] = a.guest
         write_json(inst.dir / "instance.json", meta)
         inst.run.mkdir(parents=True)
-        overlay = inst.run / "root.qcow2"
-        # Per-boot copy-on-write overlay: the cached image is only ever read.
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(img / "image.raw"),
-                        "-F", "raw", str(overlay)], check=True)
+        # The instance's root disk: a copy-on-write overlay over the cached image (which is only
+        # ever read). It survives `down` like a real machine's disk, so a power-cycled boot (e.g.
+        # --renumber) still has what the collection persisted under /etc; `down --purge`,
+        # --fresh-root, a killed run or a rebuilt image start a new one.
+        overlay = inst.dir / "root.qcow2"
+        backing_marker = inst.dir / "root.backing"
+        backing = str(img / "image.raw")
+        reuse = (overlay.exists() and not a.fresh_root
+                 and backing_marker.exists() and backing_marker.read_text().strip() == backing)
+        if reuse:
+            log(f"{inst.name}: reusing the root disk of the last boot ({overlay})")
+        else:
+            overlay.unlink(missing_ok=True)
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", backing,
+                            "-F", "raw", str(overlay)], check=True)
+            backing_marker.write_text(backing + "\n")
         if a.kernel == "debian":
             kernel, initrd = img / "vmlinuz", img / "initrd.img"
         else:
@@ -1114,6 +1128,8 @@ def main(argv=None) -> None:
     s.add_argument("guest")
     s.add_argument("--name", help="instance name (default: the guest name); also the hostname")
     s.add_argument("--append", default="", help="extra kernel command line")
+    s.add_argument("--fresh-root", action="store_true",
+                   help="start from a new root overlay instead of the disk the last boot left")
     s.add_argument("--renumber", action="store_true",
                    help="reverse the NVMe controllers' PCI order and put a spare virtio disk before the data disk")
     s.add_argument("--multipath", action="store_true",
@@ -1134,7 +1150,7 @@ def main(argv=None) -> None:
     s.add_argument("--hard", action="store_true", help="QMP system_reset instead of systemctl reboot")
     s.add_argument("--timeout", type=float, default=420)
     s.set_defaults(func=cmd_reboot)
-    s = sub.add_parser("down", help="stop the VM, drop its overlay and run dir")
+    s = sub.add_parser("down", help="stop the VM and drop its run dir (the root disk stays until --purge)")
     s.add_argument("name")
     s.add_argument("--purge", action="store_true", help="also delete the instance's data disks")
     s.add_argument("--fast", action="store_true", help="skip the guest sync before quitting")
