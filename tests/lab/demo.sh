@@ -9,6 +9,8 @@ NAME=${LAB_NAME:-demo}
 GUEST=${LAB_GUEST:-debian12}
 cd "$REPO"
 $LAB build "$GUEST"
+# A demo killed half-way leaves its daemonized QEMU running: stop it (by its checked PID) first.
+$LAB down "$NAME" --purge >/dev/null
 $LAB up "$GUEST" --name "$NAME"
 if [ "${KEEP_LAB:-0}" != 1 ]; then
   trap '$LAB down "$NAME" --purge' EXIT
