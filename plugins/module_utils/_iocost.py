@@ -141,7 +141,9 @@ def udev_rule(record, model, qos):
     if model is not None:
         args += _helper_args("io.cost.model", codecs.IO_COST_MODEL.format({record.majmin: model}))
     args += _helper_args("io.cost.qos", codecs.IO_COST_QOS.format({record.majmin: qos}))
-    body = ("# %s (%s, stable id %s)\n" % (record.name, record.model or record.kind, record.stable_id)
+    # No kernel name or MAJ:MIN here, not even in a comment: they change between boots, and the
+    # rule must read the same on a renumbered boot so that a re-run reports no change.
+    body = ("# %s, stable id %s\n" % (record.model or record.kind, record.stable_id)
             + 'ACTION=="add|change", %s, RUN+="%s $major:$minor %s"\n' % (udev_match(record), HELPER, " ".join(args)))
     return stamped(body, OWNER)
 
