@@ -351,6 +351,14 @@ class Codec:
     def _validate(self, desired):  # pragma: no cover - every writable codec overrides it
         raise NotImplementedError
 
+    def _conversion_errors(self, convert, desired):
+        """[] when ``convert(desired)`` accepts the value, else its reason, named after this file."""
+        try:
+            convert(desired)
+        except _Invalid as e:
+            return [self._err(str(e))]
+        return []
+
     def _normalize(self, desired):  # pragma: no cover - every writable codec overrides it
         raise NotImplementedError
 
@@ -916,11 +924,7 @@ class MemorySize(Codec):
         return int(value)
 
     def _validate(self, desired):
-        try:
-            _size(desired)
-        except _Invalid as e:
-            return [self._err(str(e))]
-        return []
+        return self._conversion_errors(_size, desired)
 
     def normalize(self, desired, page_size=None):
         """Read-back bytes: floored to ``page_size`` (default the codec's), or "max"."""
@@ -968,11 +972,7 @@ class IntValue(Codec):
                     signed=self.minimum is None or self.minimum < 0)
 
     def _validate(self, desired):
-        try:
-            self._value(desired)
-        except _Invalid as e:
-            return [self._err(str(e))]
-        return []
+        return self._conversion_errors(self._value, desired)
 
     def _normalize(self, desired):
         value = self._value(desired)
@@ -1032,11 +1032,7 @@ class CpuMax(Codec):
         return out
 
     def _validate(self, desired):
-        try:
-            self._values(desired)
-        except _Invalid as e:
-            return [self._err(str(e))]
-        return []
+        return self._conversion_errors(self._values, desired)
 
     def _normalize(self, desired):
         return self._values(desired)

@@ -8,6 +8,11 @@ ansible-test does this with its own tree; for `pytest tests/unit` we point a sym
 import os
 import sys
 
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
@@ -30,3 +35,27 @@ def _collection_root():
 
 sys.path.insert(0, _collection_root())
 sys.path.insert(0, HERE)
+
+
+class ModuleDone(Exception):
+    """Raised instead of exit_json/fail_json; args[0] is the result (failed=True on fail_json)."""
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    """run_module(main, **args) -> the module's result dict, as set_module_args-style tests do."""
+    def exit_json(self, **kw):
+        raise ModuleDone(kw)
+
+    def fail_json(self, **kw):
+        kw["failed"] = True
+        raise ModuleDone(kw)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+    def run(main, **args):
+        with patch_module_args(args):
+            with pytest.raises(ModuleDone) as exc:
+                main()
+        return exc.value.args[0]
+    return run

@@ -7,42 +7,22 @@ import json
 import pytest
 
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _kernelfs
 from ansible_collections.aiinfra.io_isolation.plugins.modules import io_facts
 from fakehost import FakeHost
 
 
-class AnsibleExitJson(Exception):
-    pass
-
-
-class AnsibleFailJson(Exception):
-    pass
-
-
 @pytest.fixture
-def run(monkeypatch):
+def run(monkeypatch, run_module):
     """run(host, **args) -> the module's result dict (exit or fail)."""
-    def exit_json(self, **kw):
-        raise AnsibleExitJson(kw)
-
-    def fail_json(self, **kw):
-        kw["failed"] = True
-        raise AnsibleFailJson(kw)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: None)
 
     def _run(host, check_mode=False, **args):
         monkeypatch.setattr(io_facts, "KernelFS", lambda: _kernelfs.KernelFS(host.root))
         if check_mode:
             args["_ansible_check_mode"] = True
-        with patch_module_args(args):
-            with pytest.raises((AnsibleExitJson, AnsibleFailJson)) as exc:
-                io_facts.main()
-        return exc.value.args[0]
+        return run_module(io_facts.main, **args)
     return _run
 
 

@@ -7,7 +7,6 @@ import os
 import pytest
 
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.modules import iocost
@@ -20,12 +19,8 @@ QOS = {"rpct": 95, "rlat": 5000, "wpct": 95, "wlat": 5000, "min": 50, "max": 150
 NVME_A_WWID = "nvme.1b36-6c61622d6e766d652d61-51454d55204e564d65204374726c-00000001"
 
 
-class Done(Exception):
-    pass
-
-
 @pytest.fixture
-def lab(tmp_path, monkeypatch):
+def lab(tmp_path, monkeypatch, run_module):
     """A host like the lab VM: two QEMU NVMe disks (259:0, 259:1), a virtio disk with a partition."""
     h = FakeHost(tmp_path)
     h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1)
@@ -35,24 +30,9 @@ def lab(tmp_path, monkeypatch):
     sim = SimKernel(h.root)
     kernel = SimIocost(sim, devices=("259:0", "259:1", "254:0"))
     monkeypatch.setattr(iocost, "KernelFS", lambda: sim)
-
-    def finish(self, **kw):
-        raise Done(kw)
-
-    def fail(self, **kw):
-        kw["failed"] = True
-        raise Done(kw)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", finish)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail)
     h.sim, h.kernel = sim, kernel
+    h.run = lambda **args: run_module(iocost.main, **args)
     return h
-
-
-def run(**args):
-    with patch_module_args(args):
-        with pytest.raises(Done) as exc:
-            iocost.main()
-    return exc.value.args[0]
 
 
 def etc_files(host):
@@ -64,7 +44,7 @@ def etc_files(host):
 
 
 def test_present_applies_model_then_qos_and_persists_by_identity(lab):
-    result = run(device="lab-nvme-a", model=MODEL, qos=QOS)
+    result = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS)
     assert not result.get("failed"), result
     assert result["changed"] and result["device"]["majmin"] == "259:0"
     assert [p.rsplit("/", 1)[1] for p, _line in lab.sim.writes] == ["io.cost.model", "io.cost.qos"]
@@ -83,14 +63,14 @@ def test_present_applies_model_then_qos_and_persists_by_identity(lab):
     assert os.stat(helper).st_mode & 0o111
     assert set(result["diff"]["after"]) >= {"io.cost.model[259:0]", "io.cost.qos[259:0]", rule_file}
     lab.sim.writes[:] = []
-    again = run(device="/dev/nvme0n1", model=MODEL, qos=QOS)
+    again = lab.run(device="/dev/nvme0n1", model=MODEL, qos=QOS)
     assert not again.get("failed"), again["msg"]
     assert again["changed"] is False and lab.sim.writes == []
 
 
 def test_helper_applies_the_rule_to_a_new_majmin(lab, tmp_path):
     """The persisted helper, run as udev would, writes the rule's lines for the device's MAJ:MIN."""
-    result = run(device="lab-nvme-a", model=MODEL, qos=QOS)
+    result = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS)
     rule = open(lab.sim.path(result["persisted_to"][0])).read().splitlines()[-1]
     args = rule.split('RUN+="', 1)[1].rstrip('"').split()[2:]
     ns = {}
@@ -109,23 +89,23 @@ def test_helper_applies_the_rule_to_a_new_majmin(lab, tmp_path):
 
 
 def test_check_mode_writes_nothing_anywhere(lab):
-    result = run(device="lab-nvme-a", model=MODEL, qos=QOS, _ansible_check_mode=True)
+    result = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS, _ansible_check_mode=True)
     assert result["changed"] and lab.sim.writes == [] and etc_files(lab) == []
     assert lab.kernel.model == {} and lab.kernel.qos == {}
 
 
 def test_absent_returns_the_disk_to_the_kernel_and_removes_the_rule(lab):
-    present = run(device="lab-nvme-a", model=MODEL, qos=QOS)
-    result = run(device="lab-nvme-a", state="absent")
+    present = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS)
+    result = lab.run(device="lab-nvme-a", state="absent")
     assert result["changed"] and result["model"]["ctrl"] == "auto"
     assert result["qos"]["enable"] == 0 and result["qos"]["ctrl"] == "auto"
     assert not os.path.exists(lab.sim.path(present["persisted_to"][0]))
-    kept = run(device="lab-nvme-a", state="absent", keep_enabled=True)
+    kept = lab.run(device="lab-nvme-a", state="absent", keep_enabled=True)
     assert kept["qos"]["enable"] == 1
 
 
 def test_auto_model_enables_iocost_with_the_kernel_class(lab):
-    result = run(device="259:1", model={"ctrl": "auto"})
+    result = lab.run(device="259:1", model={"ctrl": "auto"})
     assert result["qos"]["enable"] == 1 and result["model"]["ctrl"] == "auto"
     assert result["model"]["rrandiops"] == 8518
 
@@ -133,7 +113,7 @@ def test_auto_model_enables_iocost_with_the_kernel_class(lab):
 def test_class_mismatch_warns(lab, monkeypatch):
     warnings = []
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
-    run(device="lab-nvme-a", model=dict(MODEL, rrandiops=370))
+    lab.run(device="lab-nvme-a", model=dict(MODEL, rrandiops=370))
     assert any("HDD-class" in w for w in warnings)
 
 
@@ -156,7 +136,7 @@ def test_class_mismatch_warns(lab, monkeypatch):
 ])
 def test_bad_input_is_refused_before_any_write(lab, args, words):
     params = dict({"device": "lab-nvme-a", "model": MODEL, "qos": QOS}, **args)
-    result = run(**params)
+    result = lab.run(**params)
     assert result["failed"] and words in result["msg"], result["msg"]
     assert lab.sim.writes == [] and etc_files(lab) == []
     assert lab.kernel.model == {} and lab.kernel.qos == {}
@@ -167,7 +147,7 @@ def test_host_without_cgroup_v2_is_refused(tmp_path, monkeypatch, lab):
     h.add_nvme(ctrl=0, serial="x")
     h.add_cgroup_root(mode="hybrid")
     monkeypatch.setattr(iocost, "KernelFS", lambda: SimKernel(h.root))
-    result = run(device="nvme0n1", model=MODEL)
+    result = lab.run(device="nvme0n1", model=MODEL)
     assert result["failed"] and "cgroup v2 unified hierarchy" in result["msg"] and "hybrid" in result["msg"]
 
 
@@ -176,18 +156,18 @@ def test_kernel_without_iocost_is_refused(tmp_path, monkeypatch, lab):
     h.add_nvme(ctrl=0, serial="x")
     h.add_cgroup_root(iocost=False)
     monkeypatch.setattr(iocost, "KernelFS", lambda: SimKernel(h.root))
-    result = run(device="nvme0n1", model=MODEL)
+    result = lab.run(device="nvme0n1", model=MODEL)
     assert result["failed"] and "CONFIG_BLK_CGROUP_IOCOST" in result["msg"]
 
 
 def test_kernel_refusal_restores_and_reports(lab):
     lab.kernel.refuse_qos = "259:0"
-    result = run(device="lab-nvme-a", model=MODEL, qos=QOS)
+    result = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS)
     assert result["failed"] and "EINVAL" in result["msg"] and "io.cost.qos" in result["msg"]
     assert lab.kernel.model["259:0"]["ctrl"] == "auto", "the model written before the refusal is restored"
     assert etc_files(lab) == [], "nothing is persisted when the live apply fails"
 
 
 def test_persist_false_writes_no_files(lab):
-    result = run(device="lab-nvme-a", model=MODEL, qos=QOS, persist=False)
+    result = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS, persist=False)
     assert result["changed"] and result["persisted_to"] == [] and etc_files(lab) == []
