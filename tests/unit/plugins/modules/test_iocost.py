@@ -146,18 +146,37 @@ def test_host_without_cgroup_v2_is_refused(tmp_path, monkeypatch, lab):
     h = FakeHost(tmp_path / "v1")
     h.add_nvme(ctrl=0, serial="x")
     h.add_cgroup_root(mode="hybrid")
-    monkeypatch.setattr(iocost, "KernelFS", lambda: SimKernel(h.root))
+    sim = SimKernel(h.root)
+    monkeypatch.setattr(iocost, "KernelFS", lambda: sim)
     result = lab.run(device="nvme0n1", model=MODEL)
     assert result["failed"] and "cgroup v2 unified hierarchy" in result["msg"] and "hybrid" in result["msg"]
+    assert sim.writes == [] and etc_files(h) == []
 
 
 def test_kernel_without_iocost_is_refused(tmp_path, monkeypatch, lab):
     h = FakeHost(tmp_path / "noiocost")
     h.add_nvme(ctrl=0, serial="x")
     h.add_cgroup_root(iocost=False)
-    monkeypatch.setattr(iocost, "KernelFS", lambda: SimKernel(h.root))
+    sim = SimKernel(h.root)
+    monkeypatch.setattr(iocost, "KernelFS", lambda: sim)
     result = lab.run(device="nvme0n1", model=MODEL)
     assert result["failed"] and "CONFIG_BLK_CGROUP_IOCOST" in result["msg"]
+    assert sim.writes == [] and etc_files(h) == []
+
+
+@pytest.mark.parametrize("build, selector, words", [
+    (lambda h: h.add_nvme_multipath_head(subsys=2, ctrls=(2, 3), serial="lab-nvme-mp"), "lab-nvme-mp", "multipath"),
+    (lambda h: h.add_dm(name="vg0-lv0"), "vg0-lv0", "blk-mq"),
+])
+def test_disks_without_blk_mq_are_refused(tmp_path, monkeypatch, lab, build, selector, words):
+    h = FakeHost(tmp_path / "nomq")
+    build(h)
+    h.add_cgroup_root()
+    sim = SimKernel(h.root)
+    monkeypatch.setattr(iocost, "KernelFS", lambda: sim)
+    result = lab.run(device=selector, model=MODEL)
+    assert result["failed"] and words in result["msg"], result["msg"]
+    assert sim.writes == [] and etc_files(h) == []
 
 
 def test_kernel_refusal_restores_and_reports(lab):
