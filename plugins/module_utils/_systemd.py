@@ -1,0 +1,803 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""systemd resource control for the cgroup module: drop-ins, the kernel values they produce, delegation.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+Pure functions and small value objects; the only I/O goes through a :class:`KernelFS` or a
+``Runner`` (argv lists) passed in by the caller.
+
+* :func:`build_plan` turns the module's desired cgroup settings into systemd resource-control
+  directives for ``/etc/systemd/system/<unit>.d/50-aiinfra-io-isolation.conf`` and, for every
+  directive, the value the kernel file will hold once systemd applies it (normalised with the
+  codecs of ``_codecs``, so the comparison with the kernel read-back is exact) and the value
+  ``systemctl show`` will report.
+* Conversions are exact: I/O sizes are rendered as plain bytes (systemd reads I/O suffixes in
+  base 1000, memory suffixes in base 1024: ``10M`` is 10000000 bytes/s but 10485760 bytes of
+  memory), memory values are floored to whole pages by the kernel, and a CPU quota becomes a
+  ``CPUQuota=`` percentage (at most two decimals) that systemd turns back into the same number
+  of microseconds.
+* Devices are named by a stable ``/dev/disk/by-id`` link, never by ``/dev/nvme0n1``; systemd
+  resolves the link to MAJ:MIN when it applies the unit.
+* ``io.prio.class``, ``io.low`` and (on slices) ``memory.oom.group`` have no directive: they are
+  refused with a message that names the alternatives.
+* For the cgroupfs manager, :func:`delegation` finds the unit that owns a cgroupfs path and
+  whether it has ``Delegate=yes``; :func:`cgroupfs_refusal` explains why a path is not allowed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+from decimal import Decimal
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_systemd_version
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import (
+    CGROUP_ROOT, is_unit_name, resolve, validate_unit_name,
+)
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import (
+    CGROUP_FILES, CPU_MAX, IO_LATENCY, IO_MAX, IO_WEIGHT, MAX, MEMORY, PAGE_SIZE, CodecError,
+    parse_rate, parse_size,
+)
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, stamped
+
+UNIT_DIR = "/etc/systemd/system"
+DROPIN_NAME = "50-aiinfra-io-isolation.conf"
+OWNER = "aiinfra.io_isolation.cgroup"
+BY_ID = "/dev/disk/by-id"
+SECTIONS = {".slice": "Slice", ".service": "Service", ".scope": "Scope"}
+# Slices systemd itself defines; a unit file in /etc would replace the vendor one.
+BUILTIN_SLICES = ("-.slice", "system.slice", "user.slice", "machine.slice")
+ZSWAP_SINCE = 253                  # MemoryZSwapMax= first appeared in systemd 253
+CPU_PERIOD_DEFAULT = 100000        # µs; CGROUP_CPU_QUOTA_DEFAULT_PERIOD_USEC
+USEC_PER_SEC = 1000000
+INT_MAX = 2 ** 31 - 1              # parse_permyriad_unbounded() returns an int
+U64_MAX_TEXT = "18446744073709551615"
+
+IO_KEYS = ("weight", "weights", "max", "latency", "prio_class", "low")
+MEMORY_KEYS = ("min", "low", "high", "max", "swap_max", "zswap_max", "oom_group")
+CPU_KEYS = ("weight", "max")
+# (module key, kernel file, directive / systemctl show property)
+MEMORY_DIRECTIVES = (
+    ("min", "memory.min", "MemoryMin"),
+    ("low", "memory.low", "MemoryLow"),
+    ("high", "memory.high", "MemoryHigh"),
+    ("max", "memory.max", "MemoryMax"),
+    ("swap_max", "memory.swap.max", "MemorySwapMax"),
+    ("zswap_max", "memory.zswap.max", "MemoryZSwapMax"),
+)
+# io.max key -> directive (also the systemctl show property)
+IO_LIMIT_DIRECTIVES = (("rbps", "IOReadBandwidthMax"), ("wbps", "IOWriteBandwidthMax"),
+                       ("riops", "IOReadIOPSMax"), ("wiops", "IOWriteIOPSMax"))
+LATENCY_PROPERTY = "IODeviceLatencyTargetUSec"   # show name of IODeviceLatencyTargetSec=
+DEVICE_PROPERTIES = ("IODeviceWeight", LATENCY_PROPERTY) + tuple(d for _k, d in IO_LIMIT_DIRECTIVES)
+
+# /dev/disk/by-id link names by preference: WWN first, then the NVMe wwid forms, the virtio
+# serial, then the other serial-based links. dm-name-/md-name- are names an admin may change.
+_LINK_RANKS = (
+    (re.compile(r"^wwn-"), 0),
+    (re.compile(r"^nvme-(eui|uuid)\."), 1),
+    (re.compile(r"^nvme-nvme\."), 2),
+    (re.compile(r"^virtio-"), 3),
+    (re.compile(r"^(nvme-|scsi-|ata-|usb-)"), 4),
+    (re.compile(r"^(dm-uuid-|md-uuid-)"), 5),
+)
+_LINK_EXCLUDED = re.compile(r"^(dm-name-|md-name-)")
+# Characters that survive unit-file parsing unchanged ('%' is a specifier, '\' an escape,
+# whitespace separates the path from the value).
+_LINK_SAFE = re.compile(r"^[A-Za-z0-9#+.:=@_,~-]+$")
+_SPAN_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([^\s0-9.]+)")
+_TIME_UNITS = {
+    "us": 1, "usec": 1, u"\u00b5s": 1, u"\u03bcs": 1,
+    "ms": 1000, "msec": 1000,
+    "s": USEC_PER_SEC, "sec": USEC_PER_SEC,
+    "min": 60 * USEC_PER_SEC, "h": 3600 * USEC_PER_SEC, "hr": 3600 * USEC_PER_SEC,
+    "d": 86400 * USEC_PER_SEC, "w": 7 * 86400 * USEC_PER_SEC,
+    "month": 2629800 * USEC_PER_SEC, "y": 31557600 * USEC_PER_SEC,
+}
+# A kernel file that is absent because its controller is off for the group holds no limit and
+# no protection; these values need no file to be true.
+_NEUTRAL = {"memory.min": 0, "memory.low": 0, "memory.high": MAX, "memory.max": MAX, "memory.swap.max": MAX,
+            "memory.zswap.max": MAX, "memory.oom.group": 0}
+
+
+class SystemdError(ValueError):
+    """A request systemd cannot carry out exactly; ``errors`` lists every problem."""
+
+    def __init__(self, errors):
+        if not isinstance(errors, (list, tuple)):
+            errors = [errors]
+        self.errors = list(errors)
+        self.msg = "; ".join(self.errors)
+        super(SystemdError, self).__init__(self.msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Units, paths, files
+# ---------------------------------------------------------------------------------------------
+
+def unit_section(unit):
+    """'inference.slice' -> 'Slice', 'vllm.service' -> 'Service', 'run-u1.scope' -> 'Scope'."""
+    problems = [] if is_unit_name(unit or "") else [
+        "%r is not a systemd slice, service or scope name (it must end in .slice, .service or .scope and contain "
+        "no '/'); for a path below /sys/fs/cgroup use manager: cgroupfs" % (unit,)]
+    problems = problems or validate_unit_name(unit)
+    if problems:
+        raise SystemdError(problems)
+    return SECTIONS[unit[unit.rindex("."):]]
+
+
+def dropin_dir(unit):
+    unit_section(unit)
+    return "%s/%s.d" % (UNIT_DIR, unit)
+
+
+def dropin_path(unit):
+    """``/etc/systemd/system/<unit>.d/50-aiinfra-io-isolation.conf``."""
+    return "%s/%s" % (dropin_dir(unit), DROPIN_NAME)
+
+
+def slice_unit_path(name):
+    if unit_section(name) != "Slice":
+        raise SystemdError("%s is not a slice; only slices can be created (services and scopes come from "
+                           "their packages or container runtimes)" % name)
+    return "%s/%s" % (UNIT_DIR, name)
+
+
+def render_slice_unit(name, description=None, owner=OWNER):
+    """A minimal, stamped ``/etc/systemd/system/<name>.slice`` for ``create: true``."""
+    path = slice_unit_path(name)
+    if name in BUILTIN_SLICES:
+        raise SystemdError("%s is defined by systemd itself; do not create it (a file at %s would replace the "
+                           "vendor unit): drop create" % (name, path))
+    text = description if description is not None else "Workload slice %s" % name
+    if not text.strip() or "\n" in text or "\r" in text:
+        raise SystemdError("slice description %r must be one non-empty line" % (text,))
+    # '%' starts a unit specifier; '%%' is a literal percent sign.
+    return stamped("[Unit]\nDescription=%s\n" % text.strip().replace("%", "%%"), owner, comment="#")
+
+
+def slice_unit_setting(name, description=None, owner=OWNER, present=True, adopt=False):
+    """The slice unit file as a reconcile setting (``present=False``: the file must not exist)."""
+    content = render_slice_unit(name, description, owner) if present else None
+    return ManagedFile(slice_unit_path(name), content, adopt=adopt)
+
+
+def dropin_setting(unit, plan=None, owner=OWNER, adopt=False):
+    """The drop-in as a reconcile setting; no plan (or an empty one) means the file must not exist."""
+    content = plan.content(owner) if plan is not None and not plan.empty else None
+    return ManagedFile(dropin_path(unit), content, adopt=adopt)
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices
+# ---------------------------------------------------------------------------------------------
+
+def _link_rank(link):
+    if _LINK_EXCLUDED.match(link) or not _LINK_SAFE.match(link):
+        return None
+    for pattern, rank in _LINK_RANKS:
+        if pattern.match(link):
+            return rank
+    return len(_LINK_RANKS)
+
+
+def stable_device_path(record):
+    """The ``/dev/disk/by-id`` link a drop-in should name for a resolved whole disk.
+
+    Prefers ``wwn-*``, then ``nvme-eui.*``/``nvme-uuid.*``, ``nvme-nvme.*`` (the NVMe wwid),
+    then ``virtio-<serial>``, then other serial links. Raises :class:`SystemdError` for a
+    partition, a hidden device, or a disk whose only name is its kernel name.
+    """
+    name = record.name
+    if record.partition:
+        raise SystemdError("%s is a partition of %s; io settings apply to whole disks only: use %s"
+                           % (name, record.parent, record.parent))
+    if record.hidden or not record.majmin:
+        raise SystemdError("%s is a hidden block device without a device number; it cannot be configured" % name)
+    if record.stable_id is None:
+        raise SystemdError("%s has no persistent identity, so a drop-in cannot name it reliably: %s"
+                           % (name, record.stable_id_note or "no WWN, serial or by-id link"))
+    ranked = sorted((_link_rank(link), link) for link in record.by_id if _link_rank(link) is not None)
+    if not ranked:
+        raise SystemdError(
+            "%s (%s) has no usable /dev/disk/by-id link (links: %s); a drop-in must not name /dev/%s, which can be "
+            "another disk after a reboot. Give the disk a serial number or WWN (QEMU: serial= / wwn=) so that "
+            "udev creates a by-id link, or use manager: cgroupfs"
+            % (name, record.majmin, ", ".join(record.by_id) or "none", name))
+    return "%s/%s" % (BY_ID, ranked[0][1])
+
+
+def _is_record(value):
+    return hasattr(value, "majmin") and hasattr(value, "by_id")
+
+
+# ---------------------------------------------------------------------------------------------
+# Refusals
+# ---------------------------------------------------------------------------------------------
+
+def unsupported_message(setting, unit=None):
+    """Why ``setting`` (kernel file or module key) cannot be applied by the systemd manager, and what to use."""
+    where = " for %s" % unit if unit else ""
+    if setting in ("io.prio.class", "prio_class"):
+        return ("io.prio_class%s cannot be applied with manager: systemd: systemd has no resource-control directive "
+                "for the kernel file io.prio.class, and it owns the cgroups of its units (a value written there "
+                "directly is neither part of the unit nor restored by systemd). Use manager: cgroupfs on a group "
+                "below a unit with Delegate=yes, or give the unit's processes an I/O priority with the unit's "
+                "IOSchedulingClass= (and IOSchedulingPriority=): that is a per-process ioprio_set(2), not the "
+                "cgroup policy" % where)
+    if setting in ("io.low", "low"):
+        return ("io.low%s cannot be applied with manager: systemd: systemd has no directive for the kernel file "
+                "io.low (and kernels since 6.10 have no io.low at all). Use manager: cgroupfs on a group below a "
+                "unit with Delegate=yes, on a kernel built with CONFIG_BLK_DEV_THROTTLING_LOW" % where)
+    if setting in ("memory.oom.group", "oom_group"):
+        return ("memory.oom_group%s cannot be applied with manager: systemd: systemd has no directive for the "
+                "kernel file memory.oom.group on slices and scopes; it sets it only for services, from "
+                "OOMPolicy=kill. Set oom_group on the service instead, or use manager: cgroupfs below a unit with "
+                "Delegate=yes" % where)
+    return "%s%s has no systemd resource-control directive; use manager: cgroupfs below a Delegate=yes unit" % (
+        setting, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan
+# ---------------------------------------------------------------------------------------------
+
+class SystemdPlan:
+    """Directives for one unit, with what the kernel and ``systemctl show`` will report.
+
+    ``directives``: ``[(name, value)]`` in file order. ``expected``: ``{kernel file: normalised
+    value}`` comparable with the file's codec ``parse()``. ``show``: ``{property: value}`` in the
+    form of :func:`show_values`. ``devices``: ``{MAJ:MIN: by-id path}``.
+    """
+
+    def __init__(self, unit):
+        self.unit = unit
+        self.section = unit_section(unit)
+        self.directives = []
+        self.expected = {}
+        self.show = {}
+        self.devices = {}
+
+    @property
+    def empty(self):
+        return not self.directives
+
+    @property
+    def path(self):
+        return dropin_path(self.unit)
+
+    def body(self):
+        lines = ["[%s]" % self.section] + ["%s=%s" % pair for pair in self.directives]
+        return "\n".join(lines) + "\n"
+
+    def content(self, owner=OWNER):
+        return stamped(self.body(), owner, comment="#")
+
+    def properties(self):
+        """The ``systemctl show -p`` properties that report the managed directives."""
+        return list(self.show)
+
+    def as_dict(self):
+        return {"unit": self.unit, "path": self.path, "directives": ["%s=%s" % d for d in self.directives],
+                "expected": dict(self.expected), "devices": dict(self.devices)}
+
+    def kernel_diff(self, fs, cgroup_dir):
+        """[{file, key, want, have}] for every expected kernel value the group's files do not hold.
+
+        A missing file counts as holding no limit or protection (its controller is off), which
+        satisfies limits of max and protections of 0 only.
+        """
+        out = []
+        for name, want in self.expected.items():
+            codec = CGROUP_FILES[name]
+            text = fs.read(cgroup_dir.rstrip("/") + "/" + name)
+            if text is None:
+                if not _neutral(name, want):
+                    out.append({"file": name, "key": name, "want": want, "have": None})
+                continue
+            try:
+                have = codec.parse(text)
+            except CodecError as e:
+                out.append({"file": name, "key": name, "want": want, "have": text, "error": e.msg})
+                continue
+            out.extend({"file": name, "key": key, "want": w, "have": h} for key, w, h in codec.diff(want, have))
+        return out
+
+    def show_diff(self, shown):
+        """[{property, key, want, have}] for managed directives ``systemctl show`` reports differently.
+
+        ``shown`` is :func:`show_values` output. A device without a limit or latency line reads as max.
+        """
+        out = []
+        for prop, want in self.show.items():
+            have = shown.get(prop)
+            if not isinstance(want, dict):
+                if have != want:
+                    out.append({"property": prop, "key": prop, "want": want, "have": have})
+                continue
+            have = have if isinstance(have, dict) else {}
+            for path, value in sorted(want.items()):
+                got = have.get(path, None if prop == "IODeviceWeight" else MAX)
+                if got != value:
+                    out.append({"property": prop, "key": "%s %s" % (prop, path), "want": value, "have": got})
+        return out
+
+
+def _neutral(name, want):
+    if name in _NEUTRAL:
+        return want == _NEUTRAL[name]
+    if name == "cpu.max":
+        return want.get("quota") == MAX
+    if name in ("io.max", "io.latency"):
+        return all(v == MAX for dev in want.values() for v in dev.values())
+    return False
+
+
+def _items(mapping, what, errors):
+    if mapping is None:
+        return []
+    if not isinstance(mapping, dict):
+        errors.append("%s: expected a mapping of device to value, got %r" % (what, mapping))
+        return []
+    return list(mapping.items())
+
+
+def _check_keys(group, values, valid, errors):
+    if not isinstance(values, dict):
+        errors.append("%s: expected a mapping, got %r" % (group, values))
+        return False
+    unknown = sorted(k for k in values if k not in valid)
+    if unknown:
+        errors.append("%s: unknown key(s) %s; valid keys: %s" % (group, ", ".join(unknown), ", ".join(valid)))
+    return True
+
+
+class _Builder:
+    """Fills a SystemdPlan group by group, collecting every problem before failing."""
+
+    def __init__(self, plan, devices, version, page_size):
+        self.plan = plan
+        self.devices = devices or {}
+        self.version = version
+        self.page_size = page_size
+        self.errors = []
+
+    # -- helpers ----------------------------------------------------------------------------
+    def device(self, key, what, seen):
+        """(record, by-id path) for a device key (a BlockDevice or a selector in ``devices``)."""
+        rec = key if _is_record(key) else self.devices.get(key)
+        if rec is None:
+            self.errors.append("%s: device %r was not resolved (resolve selectors with _devices.resolve_many and "
+                               "pass them in devices)" % (what, key))
+            return None, None
+        try:
+            path = stable_device_path(rec)
+        except SystemdError as e:
+            self.errors.extend("%s: %s" % (what, m) for m in e.errors)
+            return None, None
+        if rec.majmin in seen:
+            self.errors.append("%s: %r and %r are the same disk %s; list each disk once"
+                               % (what, seen[rec.majmin], key if not _is_record(key) else rec.name, rec.name))
+            return None, None
+        seen[rec.majmin] = key if not _is_record(key) else rec.name
+        self.plan.devices[rec.majmin] = path
+        return rec, path
+
+    def validated(self, problems, label):
+        self.errors.extend("%s (%s)" % (p, label) if label else p for p in problems)
+        return not problems
+
+    def add(self, name, value):
+        self.plan.directives.append((name, value))
+
+    def per_device(self, mapping, what):
+        """Sorted [(path, majmin, value, label)] of a per-device mapping."""
+        entries, seen = [], {}
+        for key, value in _items(mapping, what, self.errors):
+            rec, path = self.device(key, what, seen)
+            if rec is not None:
+                entries.append((path, rec.majmin, value, "device %s" % rec.name))
+        return sorted(entries, key=lambda e: e[0])
+
+    # -- groups -----------------------------------------------------------------------------
+    def io(self, io):
+        if not _check_keys("io", io, IO_KEYS, self.errors):
+            return
+        for key in ("prio_class", "low"):
+            if io.get(key) is not None:
+                self.errors.append(unsupported_message(key, self.plan.unit))
+        given = [k for k in ("weight", "weights", "max", "latency") if io.get(k) is not None]
+        if not given:
+            return
+        self.add("IOAccounting", "yes")
+        self.plan.show["IOAccounting"] = True
+        self.io_weights(io)
+        self.io_limits(io.get("max"))
+        self.io_latency(io.get("latency"))
+
+    def io_weights(self, io):
+        weights = {}
+        if io.get("weight") is not None and self.validated(IO_WEIGHT.validate({"default": io["weight"]}), None):
+            weights["default"] = IO_WEIGHT.normalize({"default": io["weight"]})["default"]
+            self.add("IOWeight", str(weights["default"]))
+            self.plan.show["IOWeight"] = weights["default"]
+        shown = {}
+        for path, majmin, value, label in self.per_device(io.get("weights"), "io.weights"):
+            if not self.validated(IO_WEIGHT.validate({majmin: value}), label):
+                continue
+            weights[majmin] = IO_WEIGHT.normalize({majmin: value})[majmin]
+            if weights[majmin] != "default":   # no directive drops an override; 'default' = no line
+                self.add("IODeviceWeight", "%s %d" % (path, weights[majmin]))
+                shown[path] = weights[majmin]
+        if weights:
+            self.plan.expected["io.weight"] = weights
+        if shown:
+            self.plan.show["IODeviceWeight"] = shown
+
+    def io_limits(self, mapping):
+        limits, lines = {}, dict((d, []) for _k, d in IO_LIMIT_DIRECTIVES)
+        for path, majmin, settings, label in self.per_device(mapping, "io.max"):
+            if not isinstance(settings, dict):
+                self.errors.append("io.max: expected a mapping of rbps/wbps/riops/wiops for %s, got %r" % (label, settings))
+                continue
+            values, ok = {}, True
+            for key, value in settings.items():
+                if key in ("rbps", "wbps") and isinstance(value, str) and value.strip() not in (MAX, "") \
+                        and not value.strip().isdigit():
+                    try:
+                        value = parse_rate(value)   # '10MB' -> 10000000, '10MiB' -> 10485760, '10M' refused
+                    except CodecError as e:
+                        self.errors.append("io.max %s (%s): %s" % (key, label, e))
+                        ok = False
+                        continue
+                values[key] = value
+            if not ok or not self.validated(IO_MAX.validate({majmin: values}), label):
+                continue
+            limits[majmin] = IO_MAX.normalize({majmin: values})[majmin]
+            for key, directive in IO_LIMIT_DIRECTIVES:
+                if key in limits[majmin]:
+                    value = limits[majmin][key]
+                    lines[directive].append((path, "infinity" if value == MAX else str(value), value))
+        for _key, directive in IO_LIMIT_DIRECTIVES:
+            for path, text, value in lines[directive]:
+                self.add(directive, "%s %s" % (path, text))
+                self.plan.show.setdefault(directive, {})[path] = value
+        if limits:
+            self.plan.expected["io.max"] = limits
+
+    def io_latency(self, mapping):
+        targets = {}
+        for path, majmin, value, label in self.per_device(mapping, "io.latency"):
+            settings = value if isinstance(value, dict) else {"target": value}
+            if not self.validated(IO_LATENCY.validate({majmin: settings}), label):
+                continue
+            targets[majmin] = IO_LATENCY.normalize({majmin: settings})[majmin]
+            target = targets[majmin]["target"]
+            self.add("IODeviceLatencyTargetSec", "%s %s" % (path, "infinity" if target == MAX else "%dus" % target))
+            self.plan.show.setdefault(LATENCY_PROPERTY, {})[path] = target
+        if targets:
+            self.plan.expected["io.latency"] = targets
+
+    def memory(self, memory):
+        if not _check_keys("memory", memory, MEMORY_KEYS, self.errors):
+            return
+        if not any(memory.get(k) is not None for k in MEMORY_KEYS):
+            return
+        self.add("MemoryAccounting", "yes")
+        self.plan.show["MemoryAccounting"] = True
+        for key, name, directive in MEMORY_DIRECTIVES:
+            value = memory.get(key)
+            if value is None:
+                continue
+            if key == "zswap_max" and (self.version is None or self.version < ZSWAP_SINCE):
+                self.errors.append("memory.zswap_max needs MemoryZSwapMax=, which systemd has since version %d; this "
+                                   "host runs %s. Drop zswap_max or use manager: cgroupfs below a Delegate=yes unit"
+                                   % (ZSWAP_SINCE, "systemd %d" % self.version if self.version else
+                                      "a systemd whose version could not be read"))
+                continue
+            codec = MEMORY[name]
+            if not self.validated(codec.validate(value), None):
+                continue
+            size = parse_size(value)
+            if size == 0 and key in ("high", "max"):
+                self.errors.append("memory.%s: 0 is out of range for %s= (systemd ignores the line); give at least one "
+                                   "page (%d bytes) or max" % (key, directive, self.page_size))
+                continue
+            normalised = codec.normalize(value, self.page_size)
+            self.plan.expected[name] = normalised
+            self.add(directive, "infinity" if normalised == MAX else str(size))
+            self.plan.show[directive] = MAX if normalised == MAX else size
+        self.oom_group(memory.get("oom_group"))
+
+    def oom_group(self, value):
+        if value is None:
+            return
+        if self.plan.section != "Service":
+            self.errors.append(unsupported_message("oom_group", self.plan.unit))
+            return
+        codec = CGROUP_FILES["memory.oom.group"]
+        if self.validated(codec.validate(value), None):
+            self.plan.expected["memory.oom.group"] = codec.normalize(value)
+            policy = "kill" if self.plan.expected["memory.oom.group"] else "stop"
+            self.add("OOMPolicy", policy)
+            self.plan.show["OOMPolicy"] = policy
+
+    def cpu(self, cpu):
+        if not _check_keys("cpu", cpu, CPU_KEYS, self.errors):
+            return
+        if cpu.get("weight") is not None:
+            codec = CGROUP_FILES["cpu.weight"]
+            if self.validated(codec.validate(cpu["weight"]), None):
+                self.plan.expected["cpu.weight"] = codec.normalize(cpu["weight"])
+                self.add("CPUWeight", str(self.plan.expected["cpu.weight"]))
+                self.plan.show["CPUWeight"] = self.plan.expected["cpu.weight"]
+        if cpu.get("max") is not None and self.validated(CPU_MAX.validate(cpu["max"]), None):
+            self.cpu_max(CPU_MAX.normalize(cpu["max"]))
+
+    def cpu_max(self, values):
+        quota, period = values["quota"], values.get("period", CPU_PERIOD_DEFAULT)
+        if quota == MAX:
+            if period != CPU_PERIOD_DEFAULT:
+                self.errors.append("cpu.max: with quota max systemd always writes the default period %d µs; drop the "
+                                   "period or give a quota" % CPU_PERIOD_DEFAULT)
+                return
+            self.add("CPUQuota", "")   # empty assignment: no quota
+            self.plan.expected["cpu.max"] = {"quota": MAX, "period": CPU_PERIOD_DEFAULT}
+            self.plan.show["CPUQuotaPerSecUSec"] = MAX
+            return
+        try:
+            permyriad = quota_permyriad(quota, period)
+        except SystemdError as e:
+            self.errors.extend(e.errors)
+            return
+        self.add("CPUQuota", format_permyriad(permyriad))
+        self.plan.show["CPUQuotaPerSecUSec"] = permyriad * USEC_PER_SEC // 10000
+        if period != CPU_PERIOD_DEFAULT:
+            self.add("CPUQuotaPeriodSec", "%dus" % period)
+            self.plan.show["CPUQuotaPeriodUSec"] = period
+        self.plan.expected["cpu.max"] = dict(values)
+
+
+def quota_permyriad(quota, period):
+    """CPU quota µs per period -> the CPUQuota= value in 1/100 % for which systemd writes exactly ``quota``.
+
+    systemd keeps CPUQuota= as µs per second (percent x 10000 / 100) and writes
+    ``floor(per_sec * period / 1 s)`` into cpu.max. Raises SystemdError naming the nearest
+    quotas systemd can express when ``quota`` is not one of them.
+    """
+    permyriad = -(-quota * 10000 // period)            # ceil
+    if permyriad > INT_MAX:
+        raise SystemdError("cpu.max: quota %d per period %d is CPUQuota=%s, more than systemd can parse"
+                           % (quota, period, format_permyriad(permyriad)))
+    written = permyriad * period // 10000
+    if written != quota:
+        below = (permyriad - 1) * period // 10000
+        raise SystemdError("cpu.max: quota %d µs per %d µs is %s%% of a CPU, and CPUQuota= takes at most two "
+                           "decimals: systemd would write %d. Use quota %d (CPUQuota=%s) or %d (CPUQuota=%s)"
+                           % (quota, period, Decimal(quota * 100) / Decimal(period), written, below,
+                              format_permyriad(permyriad - 1), written, format_permyriad(permyriad)))
+    return permyriad
+
+
+def format_permyriad(permyriad):
+    """5000 -> '50%', 3333 -> '33.33%', 3330 -> '33.3%'."""
+    whole, frac = divmod(permyriad, 100)
+    return "%d%%" % whole if not frac else "%d.%s%%" % (whole, ("%02d" % frac).rstrip("0"))
+
+
+def build_plan(unit, settings, devices=None, systemd_version=None, page_size=PAGE_SIZE):
+    """Desired cgroup settings -> :class:`SystemdPlan`; raises SystemdError listing every problem.
+
+    ``settings`` (None values are not managed)::
+
+        {"io": {"weight": N, "weights": {dev: N | "default"},
+                "max": {dev: {"rbps"|"wbps": bytes/s | "10MB" | "10MiB" | "max", "riops"|"wiops": N | "max"}},
+                "latency": {dev: µs | "max" | {"target": ...}}, "prio_class": refused, "low": refused},
+         "memory": {"min"|"low"|"high"|"max"|"swap_max"|"zswap_max": bytes | "512M" | "max", "oom_group": bool},
+         "cpu": {"weight": N, "max": {"quota": µs | "max", "period": µs} | "QUOTA [PERIOD]"}}
+
+    ``dev`` is a resolved ``_devices.BlockDevice`` or a selector that ``devices`` maps to one.
+    ``systemd_version`` gates MemoryZSwapMax=; ``page_size`` is the host's (memory values floor to it).
+    """
+    plan = SystemdPlan(unit)
+    builder = _Builder(plan, devices, systemd_version, page_size)
+    settings = settings or {}
+    _check_keys("settings", settings, ("io", "memory", "cpu"), builder.errors)
+    for group in ("io", "memory", "cpu"):
+        if isinstance(settings, dict) and settings.get(group) is not None:
+            getattr(builder, group)(settings[group])
+    if builder.errors:
+        seen = []
+        for message in builder.errors:
+            if message not in seen:
+                seen.append(message)
+        raise SystemdError(seen)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# systemctl
+# ---------------------------------------------------------------------------------------------
+
+def daemon_reload_argv():
+    return ["systemctl", "daemon-reload"]
+
+
+def start_argv(unit):
+    unit_section(unit)
+    return ["systemctl", "start", "--", unit]
+
+
+def show_argv(unit, properties):
+    unit_section(unit)
+    argv = ["systemctl", "show"]
+    for prop in properties:
+        argv += ["-p", prop]
+    return argv + ["--", unit]
+
+
+def set_property_argv(unit, directives, runtime=True):
+    """``systemctl set-property [--runtime] -- UNIT K=V ...`` (set-property takes unit-file syntax)."""
+    unit_section(unit)
+    return ["systemctl", "set-property"] + (["--runtime"] if runtime else []) + ["--", unit] + [
+        "%s=%s" % pair for pair in directives]
+
+
+def systemd_version(runner):
+    """The host's systemd version as an int (``systemctl --version``), or None if unknown."""
+    rc, out, _err = runner.run(["systemctl", "--version"], check=False)
+    return parse_systemd_version(out) if rc == 0 else None
+
+
+def parse_timespan(text):
+    """systemd time span as printed by ``systemctl show`` -> µs; 'infinity' -> 'max'.
+
+    '0', '500ms', '1.500000s', '1min 4s', '333.300ms', '25ms 300us'. A bare number is seconds.
+    """
+    value = text.strip()
+    if value == "infinity":
+        return MAX
+    if re.match(r"^[0-9]+$", value):
+        return int(value) * USEC_PER_SEC
+    total, pos = Decimal(0), 0
+    while pos < len(value):
+        m = _SPAN_RE.match(value, pos)
+        if not m or m.group(2) not in _TIME_UNITS:
+            raise SystemdError("time span %r is not in systemd's format (e.g. 500ms, 1min 4s)" % text)
+        total += Decimal(m.group(1)) * _TIME_UNITS[m.group(2)]
+        pos = m.end()
+    if not value or total != total.to_integral_value():
+        raise SystemdError("time span %r is not a whole number of microseconds" % text)
+    return int(total)
+
+
+def parse_show(text):
+    """``Key=value`` lines -> {key: [values]} (device properties repeat their key)."""
+    out = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def _show_number(value):
+    if value in ("infinity", U64_MAX_TEXT):
+        return MAX
+    return int(value) if value.isdigit() else value
+
+
+def _show_scalar(key, value):
+    if value == "[not set]":
+        return None
+    if key.endswith("Accounting") or key == "Delegate":
+        return {"yes": True, "no": False}.get(value, value)
+    if "USec" in key or key.endswith("Sec"):
+        return parse_timespan(value)
+    return _show_number(value)
+
+
+def show_values(text):
+    """``systemctl show -p ...`` output -> comparable values.
+
+    Weights: int or None (``[not set]``). Memory: bytes or 'max' (``infinity``, and the raw
+    ``18446744073709551615`` some versions print for MemoryZSwapMax). Time spans (``*USec``):
+    µs or 'max'. Booleans for ``*Accounting``/``Delegate``. Device lists (IODeviceWeight,
+    IO*BandwidthMax, IO*IOPSMax, IODeviceLatencyTargetUSec): ``{path: value}``.
+    """
+    out = {}
+    for key, values in parse_show(text).items():
+        if key in DEVICE_PROPERTIES:
+            devices = {}
+            for value in values:
+                path, _sep, number = value.rpartition(" ")
+                if not path:
+                    raise SystemdError("%s=%s is not 'PATH VALUE'" % (key, value))
+                devices[path.strip()] = parse_timespan(number) if key == LATENCY_PROPERTY else _show_number(number)
+            out[key] = devices
+        else:
+            out[key] = _show_scalar(key, values[-1])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Delegation (cgroupfs manager on a systemd host)
+# ---------------------------------------------------------------------------------------------
+
+def systemd_host(fs):
+    """True when systemd is the init system (sd_booted(): /run/systemd/system exists)."""
+    return fs.isdir("/run/systemd/system")
+
+
+def owner_unit(path, root=CGROUP_ROOT):
+    """(unit, its cgroup directory) of the systemd service or scope that owns ``path``, or (None, None).
+
+    Walks the path's components from the root and stops at the first ``*.service``/``*.scope``:
+    the system manager's units never nest below a service or scope, so anything deeper (e.g.
+    ``user@1000.service/app.slice/x.service``) belongs to whoever that unit delegated to, and the
+    unit to ask about delegation is the outermost one. Raises CgroupNameError for a bad path.
+    """
+    full = resolve(path, root)
+    parts = [p for p in full[len(root):].split("/") if p]
+    for index, part in enumerate(parts):
+        if part.endswith((".service", ".scope")):
+            return part, "/".join([root] + parts[:index + 1])
+    return None, None
+
+
+def unit_delegates(runner, unit):
+    """True when ``systemctl show -p Delegate --value UNIT`` says yes."""
+    unit_section(unit)
+    argv = ["systemctl", "show", "-p", "Delegate", "--value", "--", unit]
+    rc, out, err = runner.run(argv, check=False)
+    if rc != 0:
+        raise SystemdError("cannot ask systemd whether %s delegates its cgroup: %s failed (rc=%s): %s"
+                           % (unit, " ".join(argv), rc, (err or out or "").strip()[:300]))
+    value = (out or "").strip().lower()
+    if value not in ("yes", "no", ""):
+        raise SystemdError("unexpected Delegate value %r for %s from %s" % (value, unit, " ".join(argv)))
+    return value == "yes"
+
+
+def delegation(runner, fs, path, root=CGROUP_ROOT):
+    """Who owns a cgroupfs path: {path, unit, unit_path, delegate, below_unit, unit_active, controllers}."""
+    full = resolve(path, root)
+    unit, unit_dir = owner_unit(full, root)
+    info = {"path": full, "unit": unit, "unit_path": unit_dir, "delegate": False, "below_unit": False,
+            "unit_active": False, "controllers": []}
+    if unit is None:
+        return info
+    info["below_unit"] = full != unit_dir
+    info["unit_active"] = fs.isdir(unit_dir)
+    if info["unit_active"]:
+        info["controllers"] = (fs.read(unit_dir + "/cgroup.controllers") or "").split()
+    info["delegate"] = unit_delegates(runner, unit)
+    return info
+
+
+def cgroupfs_refusal(info):
+    """None when the cgroupfs manager may write below ``info["path"]`` (from :func:`delegation`), else why not."""
+    path, unit = info["path"], info["unit"]
+    if unit is None:
+        return ("%s is not below a systemd service or scope, so systemd owns it: on a systemd host writes made "
+                "straight into cgroupfs do not last (observed on systemd 252: a daemon-reload strips the "
+                "controllers enabled by hand and the group's io.* files vanish). Use manager: systemd (a slice or "
+                "service), or create the group below a unit with Delegate=yes (a service with Delegate=yes, or a "
+                "container runtime's delegated scope)" % path)
+    if not info["delegate"]:
+        return ("%s belongs to %s, which does not have Delegate=yes: systemd manages that unit's whole cgroup "
+                "subtree and reverts direct writes. Set Delegate=yes on %s (systemctl edit %s) and restart it, or use "
+                "manager: systemd" % (path, unit, unit, unit))
+    if not info["below_unit"]:
+        return ("%s is the cgroup of %s itself: with Delegate=yes only the subtree below it is delegated, and "
+                "systemd keeps managing the unit's own cgroup. Use a child group such as %s/workload"
+                % (path, unit, path))
+    if not info["unit_active"]:
+        return ("%s is not running (its cgroup %s does not exist); start it before creating groups below it"
+                % (unit, info["unit_path"]))
+    return None
