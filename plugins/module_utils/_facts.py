@@ -30,6 +30,8 @@ CGROUP_FACTS = ("cgroup.controllers", "cgroup.subtree_control", "io.weight", "io
                 "memory.swap.high", "memory.zswap.max", "memory.oom.group", "memory.pressure",
                 "cpu.weight", "cpu.max", "cpu.pressure")
 NVME_PARAMETERS = ("poll_queues", "write_queues", "io_queue_depth")
+NR_TAGS = codecs.IntValue("nr_tags")
+NR_RESERVED_TAGS = codecs.IntValue("nr_reserved_tags")
 
 
 class Reader:
@@ -75,7 +77,8 @@ def _queue(reader, name):
     for attr in QUEUE_FACTS:
         # EINVAL on read: the attribute does not apply to this queue (wbt_lat_usec on the bio-based
         # NVMe multipath head, observed on 6.1): not applicable, not a problem.
-        value = reader.parsed(base + attr, quiet_errnos=(errno.EINVAL,)) if reader.fs.exists(base + attr) else None
+        # Absent attributes read as None already: no separate existence check (one syscall per file).
+        value = reader.parsed(base + attr, quiet_errnos=(errno.EINVAL,))
         if attr == "scheduler" and isinstance(value, dict) and "current" in value:
             out["scheduler"] = value["current"]
             out["schedulers_available"] = value["available"]
@@ -95,18 +98,15 @@ def _hw_queues(reader, name):
         out.append({
             "index": int(entry),
             "cpu_list": reader.parsed(d + "cpu_list", codecs.CPU_LIST),
-            "nr_tags": reader.parsed(d + "nr_tags", codecs.IntValue("nr_tags")),
-            "nr_reserved_tags": reader.parsed(d + "nr_reserved_tags", codecs.IntValue("nr_reserved_tags")),
+            "nr_tags": reader.parsed(d + "nr_tags", NR_TAGS),
+            "nr_reserved_tags": reader.parsed(d + "nr_reserved_tags", NR_RESERVED_TAGS),
             "type": _debugfs_hctx_type(reader, name, entry),
         })
     return out
 
 
 def _debugfs_hctx_type(reader, name, index):
-    path = "/sys/kernel/debug/block/%s/hctx%s/type" % (name, index)
-    if not reader.fs.exists(path):
-        return None
-    value = reader.text(path)
+    value = reader.text("/sys/kernel/debug/block/%s/hctx%s/type" % (name, index))
     return value.strip() if value else None
 
 
@@ -192,19 +192,16 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
         out_devices[rec.name] = {"identity": identity, "queue": _queue(reader, rec.name),
                                  "hw_queues": hw_by_name[rec.name], "iocost": _iocost(model, qos, rec.majmin)}
         flat.append(identity)
-    pressure = {}
-    for res in ("io", "memory", "cpu"):
-        if fs.exists("/proc/pressure/" + res):
-            pressure[res] = reader.parsed("/proc/pressure/" + res, codecs.Psi(res))
+    pressure = dict((res, reader.parsed("/proc/pressure/" + res, codecs.Psi(res))) for res in ("io", "memory", "cpu"))
+    parameters = dict((p, reader.text("/sys/module/nvme/parameters/" + p)) for p in NVME_PARAMETERS)
     return {
         "capabilities": caps,
         "devices": out_devices,
         "nvme": _nvme_controllers(reader, flat, hw_by_name),
-        "nvme_parameters": dict((p, _plain(reader.text("/sys/module/nvme/parameters/" + p) or ""))
-                                for p in NVME_PARAMETERS if fs.exists("/sys/module/nvme/parameters/" + p)),
+        "nvme_parameters": dict((p, _plain(v)) for p, v in parameters.items() if v is not None),
         "cgroups": dict((name, _cgroup(reader, name, caps)) for name in cgroups) if caps["cgroup"]["unified"]
         else dict((name, {"name": name, "exists": False, "error": "cgroup v2 is not the unified hierarchy on this host"})
                   for name in cgroups),
-        "pressure": pressure,
+        "pressure": dict((res, v) for res, v in pressure.items() if v is not None),
         "warnings": reader.warnings,
     }
