@@ -14,6 +14,10 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import CGROUP_FILES
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Setting
+
 CGROUP_ROOT = "/sys/fs/cgroup"
 UNIT_SUFFIXES = (".slice", ".service", ".scope")
 # systemd unit names: ASCII letters, digits, ":-_.\" and "@" for instances; at most 255 chars.
@@ -84,3 +88,133 @@ def resolve(name, root=CGROUP_ROOT):
         if p.startswith("cgroup.") or "\n" in p:
             raise CgroupNameError("cgroup path component %r is not a valid group name" % p)
     return (root + "/" + "/".join(parts)).rstrip("/") if parts else root
+
+
+# ---------------------------------------------------------------------------------------------
+# cgroupfs manager: the group directory, controllers in the ancestors, the group's files
+# ---------------------------------------------------------------------------------------------
+
+# What a group's files read right after mkdir (or while its controller is still off in the
+# parent): the kernel defaults. Used to plan changes for a group this call will create.
+NEW_GROUP_TEXT = {
+    "io.weight": "default 100\n", "io.max": "", "io.latency": "", "io.low": "", "io.prio.class": "no-change\n",
+    "memory.min": "0\n", "memory.low": "0\n", "memory.high": "max\n", "memory.max": "max\n",
+    "memory.swap.max": "max\n", "memory.zswap.max": "max\n", "memory.oom.group": "0\n",
+    "cpu.weight": "100\n", "cpu.max": "max 100000\n",
+}
+CONTROLLERS = ("cpu", "io", "memory")
+
+
+def controller_of(filename):
+    """'io.max' -> 'io', 'memory.oom.group' -> 'memory'."""
+    return filename.split(".", 1)[0]
+
+
+def controllers(fs, directory, name="cgroup.controllers"):
+    return (fs.read(directory + "/" + name) or "").split()
+
+
+def ancestors(path, top):
+    """Directories from ``top`` down to the parent of ``path`` (both absolute; ``top`` is an ancestor)."""
+    rel = [p for p in path[len(top):].split("/") if p]
+    return [top + "".join("/" + p for p in rel[:i]) for i in range(len(rel))]
+
+
+def has_members(fs, directory):
+    """True when the group has processes of its own."""
+    return bool((fs.read(directory + "/cgroup.procs") or "").strip())
+
+
+def child_groups(fs, directory):
+    return sorted(e for e in fs.listdir(directory) if fs.isdir(directory + "/" + e))
+
+
+class GroupDir(Setting):
+    """A cgroup directory: created (mkdir) or removed (rmdir, only when it has no members)."""
+
+    order = 1
+
+    def __init__(self, path, present=True, order=None):
+        super(GroupDir, self).__init__("cgroup %s" % path, present, order)
+        self.path = path
+
+    def read(self, fs):
+        return fs.isdir(self.path)
+
+    def write(self, fs, value, current):
+        if value:
+            fs.mkdir(self.path)
+        else:
+            fs.rmdir(self.path)
+
+    def restore(self, fs, previous):
+        self.write(fs, previous, None)
+
+
+class SubtreeControl(Setting):
+    """Controllers a parent group must enable for its children (``cgroup.subtree_control``).
+
+    Desired: ``needed`` is a subset of what is enabled; only the missing ones are written, in
+    one ``write()`` ("+io +memory"), and only those are taken back on restore.
+    """
+
+    order = 2
+
+    def __init__(self, directory, needed, root=CGROUP_ROOT, order=None):
+        super(SubtreeControl, self).__init__(directory + "/cgroup.subtree_control", sorted(needed), order)
+        self.directory = directory
+        self.root = root
+
+    def read(self, fs):
+        if not fs.isdir(self.directory):   # created earlier in this call
+            return []
+        return sorted(controllers(fs, self.directory, "cgroup.subtree_control"))
+
+    def differs(self, current):
+        return not set(self.desired) <= set(current)
+
+    def write(self, fs, value, current):
+        missing = [c for c in value if c not in (current or [])]
+        if missing:
+            fs.write(self.key, " ".join("+" + c for c in missing))
+
+    def restore(self, fs, previous):
+        added = [c for c in self.desired if c not in (previous or [])]
+        if added and fs.isdir(self.directory):
+            fs.write(self.key, " ".join("-" + c for c in added))
+
+
+class GroupFile(CodecSetting):
+    """A file of a cgroup the cgroupfs manager writes (optionally one device's line of it).
+
+    While the group does not exist yet, or its controller is still off in the parent, the file
+    reads as the kernel's default for a new group, so a call that creates the group plans (and
+    check mode reports) exactly what it will write.
+    """
+
+    order = 10
+
+    def __init__(self, directory, name, desired, device=None, order=None):
+        key = "%s[%s]" % (name, device) if device else name
+        super(GroupFile, self).__init__(key, directory + "/" + name, CGROUP_FILES[name], desired, device=device,
+                                        order=order)
+        self.directory = directory
+        self.name = name
+
+    def read(self, fs):
+        text = fs.read(self.path)
+        if text is None:
+            parent = self.directory.rsplit("/", 1)[0]
+            pending = not fs.isdir(self.directory) or controller_of(self.name) not in controllers(
+                fs, parent, "cgroup.subtree_control")
+            if not pending:
+                raise KernelFileError(self.path, None, 2, action="read")
+            text = NEW_GROUP_TEXT[self.name]
+        parsed = self.codec.parse(text)
+        return self.codec.lookup(parsed, self.device) if self.device else parsed
+
+    def restore(self, fs, previous):
+        if self.name == "io.low" and previous == self.codec.absent:
+            # No write takes an io.low line back to "unset" (0 is ERANGE); it goes with the group.
+            return
+        super(GroupFile, self).restore(fs, previous)

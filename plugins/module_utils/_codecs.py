@@ -697,8 +697,8 @@ class IoMax(KeyedDeviceCodec):
         "wseqiops": "io.max limits write IOPS with 'wiops' (wseqiops is an io.cost.model key)",
     }
 
-    def __init__(self):
-        super(IoMax, self).__init__("io.max")
+    def __init__(self, name="io.max"):
+        super(IoMax, self).__init__(name)
 
     @staticmethod
     def _limit(value):
@@ -734,6 +734,75 @@ class IoMax(KeyedDeviceCodec):
 
     def _format_device(self, dev, settings):
         return self._line(dev, [(k, self._limit(settings[k])) for k in IO_MAX_KEYS if k in settings])
+
+
+IO_LOW_KEYS = IO_MAX_KEYS + ("idle", "latency")
+
+
+class IoLow(IoMax):
+    """io.low (CONFIG_BLK_DEV_THROTTLING_LOW, kernels before 6.10): a best-effort floor per device.
+
+    Observed on 6.1 (lab kernel 6.1.192-vmlab-low): a new group has no line; the first write
+    prints all six keys, unset rates as 0, ``idle=0``, ``latency=max``. Writing 0 is ERANGE and 1
+    is EINVAL for the rates, so a value cannot be set back to "none" once set: only removing the
+    group clears a line. The floor acts only with a rate, ``idle`` (µs) and ``latency`` (µs) all
+    set (the kernel silently ignores an incomplete set), so this codec requires all three.
+    """
+
+    keys = IO_LOW_KEYS
+    absent = dict([(k, 0) for k in IO_MAX_KEYS] + [("idle", 0), ("latency", MAX)])
+    hints = {"target": "io.low uses 'latency' (microseconds)", "idle_time": "the key is 'idle' (microseconds)"}
+
+    def __init__(self):
+        super(IoLow, self).__init__("io.low")
+
+    @classmethod
+    def _rate(cls, value):
+        try:
+            return cls._limit(value)
+        except _Invalid as e:
+            if "ERANGE" in str(e):
+                raise _Invalid("0 is out of range (the kernel answers ERANGE): io.low has no way back to 0 once a "
+                               "rate is set; leave the key out (0 = no floor), and remove the group to clear a line")
+            raise
+
+    @staticmethod
+    def _time(value):
+        number = _int(value, 0, U64_MAX, allow_max=True, unit="microseconds")
+        if number == 0:
+            raise _Invalid("0 is out of range (the kernel answers ERANGE); give microseconds or max")
+        return number
+
+    def validate_device(self, dev, settings):
+        checkers = dict((k, self._rate) for k in IO_MAX_KEYS)
+        checkers.update(idle=self._time, latency=self._time)
+        values, errors = self._field_errors(dev, settings, checkers)
+        if errors:
+            return errors
+        rates = [k for k in IO_MAX_KEYS if k in values]
+        if not rates or "idle" not in values or values.get("latency", MAX) == MAX:
+            errors.append(self._err(
+                "%s: io.low acts only with a rate (%s), idle and latency (µs) all set; the kernel ignores an "
+                "incomplete set" % (dev, ", ".join(IO_MAX_KEYS))))
+        return errors
+
+    def _normalize_device(self, settings):
+        out = {}
+        for key in IO_LOW_KEYS:
+            if key in settings:
+                value = self._rate(settings[key]) if key in IO_MAX_KEYS else self._time(settings[key])
+                cap = U32_MAX if key.endswith("iops") else U64_MAX
+                out[key] = MAX if value == MAX or (key in IO_MAX_KEYS and value >= cap) else value
+        return out
+
+    def as_desired(self, parsed):
+        # 0 is what an unset rate (or idle) reads as; it cannot be written, and leaving it out keeps it.
+        return dict((dev, dict((k, v) for k, v in state.items() if v != 0)) for dev, state in parsed.items())
+
+    def _format_device(self, dev, settings):
+        # 0 means "not set" and cannot be written (ERANGE): leave such keys out.
+        return self._line(dev, [(k, settings[k] if settings[k] == MAX else int(settings[k]))
+                                for k in IO_LOW_KEYS if k in settings and settings[k] not in (0, "0")])
 
 
 class IoLatency(KeyedDeviceCodec):
@@ -1224,6 +1293,7 @@ IO_COST_MODEL = CostModel()
 IO_COST_QOS = CostQos()
 IO_MAX = IoMax()
 IO_LATENCY = IoLatency()
+IO_LOW = IoLow()
 IO_WEIGHT = IoWeight("io.weight", 10000, "EINVAL")
 IO_BFQ_WEIGHT = IoWeight("io.bfq.weight", 1000, "ERANGE", default_resets_overrides=True)
 IO_STAT = IoStat()
@@ -1237,7 +1307,7 @@ MEMORY_SIZE_FILES = ("memory.min", "memory.low", "memory.high", "memory.max", "m
                      "memory.swap.high", "memory.zswap.max")
 MEMORY = dict((n, MemorySize(n)) for n in MEMORY_SIZE_FILES)
 
-CGROUP_FILES = dict([(c.name, c) for c in (IO_COST_MODEL, IO_COST_QOS, IO_MAX, IO_LATENCY, IO_WEIGHT,
+CGROUP_FILES = dict([(c.name, c) for c in (IO_COST_MODEL, IO_COST_QOS, IO_MAX, IO_LATENCY, IO_LOW, IO_WEIGHT,
                                            IO_BFQ_WEIGHT, IO_STAT, IO_PRIO_CLASS, CPU_MAX)] + list(MEMORY.items()))
 CGROUP_FILES.update((c.name, c) for c in (
     IntValue("cpu.weight", 1, 10000),

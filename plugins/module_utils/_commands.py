@@ -26,7 +26,11 @@ class CommandError(Exception):
         msg = "Command %s failed" % " ".join(self.argv)
         msg += ": %s" % reason if reason else " with rc=%s: %s" % (rc, (stderr or stdout or "").strip()[:500])
         self.msg = msg
+        self.message = msg
         super(CommandError, self).__init__(msg)
+
+    def as_dict(self):
+        return {"argv": self.argv, "rc": self.rc, "stderr": (self.stderr or "").strip()[:2000]}
 
 
 class Runner:

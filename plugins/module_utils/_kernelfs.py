@@ -256,3 +256,11 @@ class KernelFS:
         except (IOError, OSError) as e:
             if e.errno != errno.EEXIST:
                 raise KernelFileError(path, None, e.errno, action="create directory")
+
+    def rmdir(self, path):
+        """Remove an empty directory (a cgroup: the kernel refuses with EBUSY while it has members)."""
+        try:
+            os.rmdir(self.path(path))
+        except (IOError, OSError) as e:
+            if e.errno != errno.ENOENT:
+                raise KernelFileError(path, None, e.errno, action="remove directory")

@@ -29,6 +29,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import CodecError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 
 
@@ -225,7 +226,7 @@ class Reconciler:
         for s in settings:
             try:
                 plan.current[s.key] = s.read(self.fs)
-            except KernelFileError as e:
+            except (KernelFileError, CommandError) as e:
                 problems.append(e.message)
                 continue
             except CodecError as e:
@@ -248,13 +249,13 @@ class Reconciler:
             touched.append(s)
             try:
                 s.write(self.fs, s.desired, plan.current[s.key])
-            except KernelFileError as e:
+            except (KernelFileError, CommandError) as e:
                 self._fail(touched, plan, "Applying %s failed: %s" % (s.key, e.message), s, e)
         held = dict(plan.current)
         for s in plan.changes:
             try:
                 held[s.key] = s.read(self.fs)
-            except KernelFileError as e:
+            except (KernelFileError, CommandError) as e:
                 self._fail(touched, plan, "Reading back %s failed: %s" % (s.key, e.message), s, e)
             except CodecError as e:
                 self._fail(touched, plan, "Reading back %s failed: %s" % (s.key, e), s)
@@ -270,7 +271,7 @@ class Reconciler:
             try:
                 s.restore(self.fs, plan.current[s.key])
                 restored.append(s.key)
-            except KernelFileError as e:
+            except (KernelFileError, CommandError) as e:
                 restore_errors.append(e.message)
         if restored:
             msg += "; restored the earlier values of: %s" % ", ".join(restored)
@@ -295,4 +296,6 @@ def fail_module(module, err):
         module.fail_json(msg=err.msg, **err.details())
     if isinstance(err, KernelFileError):
         module.fail_json(msg=err.message, kernel_error=err.as_dict())
+    if isinstance(err, CommandError):
+        module.fail_json(msg=err.message, command=err.as_dict())
     module.fail_json(msg=str(err))

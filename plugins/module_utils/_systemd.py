@@ -43,7 +43,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs impor
     CGROUP_FILES, CPU_MAX, IO_LATENCY, IO_MAX, IO_WEIGHT, MAX, MEMORY, PAGE_SIZE, CodecError,
     parse_rate, parse_size,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, is_managed, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
 
 UNIT_DIR = "/etc/systemd/system"
 DROPIN_NAME = "50-aiinfra-io-isolation.conf"
@@ -235,10 +236,11 @@ def unsupported_message(setting, unit=None):
                 "io.low (and kernels since 6.10 have no io.low at all). Use manager: cgroupfs on a group below a "
                 "unit with Delegate=yes, on a kernel built with CONFIG_BLK_DEV_THROTTLING_LOW" % where)
     if setting in ("memory.oom.group", "oom_group"):
-        return ("memory.oom_group%s cannot be applied with manager: systemd: systemd has no directive for the "
-                "kernel file memory.oom.group on slices and scopes; it sets it only for services, from "
-                "OOMPolicy=kill. Set oom_group on the service instead, or use manager: cgroupfs below a unit with "
-                "Delegate=yes" % where)
+        return ("memory.oom_group%s cannot be applied with manager: systemd: systemd has no resource-control "
+                "directive for the kernel file memory.oom.group. It writes it only for services, from the service "
+                "setting OOMPolicy=kill, when the service starts (systemctl set-property cannot change it on a "
+                "running unit). Put OOMPolicy=kill in the service's own unit, or use manager: cgroupfs below a unit "
+                "with Delegate=yes" % where)
     return "%s%s has no systemd resource-control directive; use manager: cgroupfs below a Delegate=yes unit" % (
         setting, where)
 
@@ -515,17 +517,8 @@ class _Builder:
         self.oom_group(memory.get("oom_group"))
 
     def oom_group(self, value):
-        if value is None:
-            return
-        if self.plan.section != "Service":
+        if value is not None:
             self.errors.append(unsupported_message("oom_group", self.plan.unit))
-            return
-        codec = CGROUP_FILES["memory.oom.group"]
-        if self.validated(codec.validate(value), None):
-            self.plan.expected["memory.oom.group"] = codec.normalize(value)
-            policy = "kill" if self.plan.expected["memory.oom.group"] else "stop"
-            self.add("OOMPolicy", policy)
-            self.plan.show["OOMPolicy"] = policy
 
     def cpu(self, cpu):
         if not _check_keys("cpu", cpu, CPU_KEYS, self.errors):
@@ -801,3 +794,185 @@ def cgroupfs_refusal(info):
         return ("%s is not running (its cgroup %s does not exist); start it before creating groups below it"
                 % (unit, info["unit_path"]))
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Applying a drop-in to a running unit, as one reconcile setting
+# ---------------------------------------------------------------------------------------------
+
+RUNTIME_CONTROL_DIR = "/run/systemd/system.control"
+# Directive -> kernel file it sets (Accounting directives only switch controllers on).
+DIRECTIVE_FILES = dict([("IOWeight", "io.weight"), ("IODeviceWeight", "io.weight"),
+                        ("IODeviceLatencyTargetSec", "io.latency"), ("CPUWeight", "cpu.weight"),
+                        ("CPUQuota", "cpu.max"), ("CPUQuotaPeriodSec", "cpu.max")]
+                       + [(d, "io.max") for _k, d in IO_LIMIT_DIRECTIVES]
+                       + [(d, f) for _k, f, d in MEMORY_DIRECTIVES])
+DEVICE_DIRECTIVES = ("IODeviceWeight", "IODeviceLatencyTargetSec") + tuple(d for _k, d in IO_LIMIT_DIRECTIVES)
+
+
+def parse_dropin(text):
+    """[(name, value)] of a drop-in's assignments (section headers and comments skipped)."""
+    out = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";", "[")):
+            continue
+        name, sep, value = line.partition("=")
+        if sep:
+            out.append((name.strip(), value.strip()))
+    return out
+
+
+def _device_entries(directives):
+    """{(directive, path): value} of the per-device assignments."""
+    out = {}
+    for name, value in directives:
+        if name in DEVICE_DIRECTIVES and value:
+            path, _sep, rest = value.partition(" ")
+            out[(name, path)] = rest.strip()
+    return out
+
+
+def reset_directives(previous, target):
+    """Assignments that take back, on a running unit, what ``previous`` set and ``target`` does not.
+
+    ``systemctl set-property`` merges: a property missing from the drop-in keeps its value on the
+    running unit until the cgroup is made again. A scalar is reset by an empty assignment
+    (systemd's default), a device limit or latency by ``infinity``. Per-device weights are not
+    here: systemd cannot remove an io.weight line at all, see :func:`stale_weight_lines`.
+    """
+    names = set(n for n, _v in target)
+    out = []
+    for name, _value in previous:
+        if name in DEVICE_DIRECTIVES or name.endswith("Accounting") or name in names:
+            continue
+        if (name, "") not in out:
+            out.append((name, ""))
+    kept = _device_entries(target)
+    for (name, path), _value in sorted(_device_entries(previous).items()):
+        if name != "IODeviceWeight" and (name, path) not in kept:
+            out.append((name, "%s infinity" % path))
+    return out
+
+
+def stale_weight_lines(kernel, configured, weight):
+    """MAJ:MIN of per-device io.weight lines no configuration asks for, that do not hold ``weight``.
+
+    No directive writes ``MAJ:MIN default``, so a line systemd once wrote stays until the cgroup is
+    made again. The closest systemd can come is the group's own weight: such lines are set to it
+    (and the caller keeps verifying them), so a disk does not stay on a stale value silently.
+    ``kernel``: parsed io.weight; ``configured``: MAJ:MIN the unit's configuration lists.
+    """
+    return sorted(dev for dev, value in kernel.items()
+                  if dev != "default" and dev not in configured and value != weight)
+
+
+def unit_info(runner, unit):
+    """LoadState, ActiveState, ControlGroup, FragmentPath of a unit (``systemctl show``)."""
+    props = ("LoadState", "ActiveState", "ControlGroup", "FragmentPath")
+    _rc, out, _err = runner.run(show_argv(unit, props))
+    shown = parse_show(out)
+    return dict((p, (shown.get(p) or [""])[-1]) for p in props)
+
+
+class UnitState(Setting):
+    """A unit's managed files (drop-in, created slice) and the kernel values systemd derives from them.
+
+    One setting, because they change together: the files are written, systemd reloads them,
+    ``systemctl set-property --runtime`` applies the directives to the running cgroup (systemd
+    257 no longer re-applies a changed drop-in at daemon-reload; 252 does), the runtime control
+    files set-property leaves in ``/run/systemd/system.control`` are removed so that the unit's
+    configuration is exactly its files again, and a final daemon-reload loads that. Verified by
+    reading the kernel files of the unit's cgroup; for a unit that is not running (no cgroup),
+    by ``systemctl show``.
+
+    ``files``: ``{path: content or None}``; ``plan``: the SystemdPlan (None for state=absent).
+    """
+
+    order = 50
+
+    def __init__(self, unit, files, plan, runner, cgroup_dir, previous_dropin=None, start=False, adopt=False,
+                 live=None):
+        self.unit = unit
+        self.live = list(live or [])   # runtime-only assignments (stale device weights)
+        self.plan = plan
+        self.runner = runner
+        self.cgroup_dir = cgroup_dir
+        self.start = start
+        self.adopt = adopt
+        self.directives = list(plan.directives) if plan is not None else []
+        self.watch = sorted(set(list(plan.expected if plan is not None else ())
+                                + [DIRECTIVE_FILES[n] for n, _v in parse_dropin(previous_dropin)
+                                   if n in DIRECTIVE_FILES]))
+        desired = {"files": dict(files), "kernel": dict(plan.expected) if plan is not None else {}, "drift": []}
+        super(UnitState, self).__init__(unit, desired)
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self, fs):
+        files = {}
+        for path in self.desired["files"]:
+            data = fs.read_bytes(path)
+            files[path] = None if data is None else data.decode("utf-8", "replace")
+        kernel, drift = {}, []
+        if self.cgroup_dir and fs.isdir(self.cgroup_dir):
+            for name in self.watch:
+                text = fs.read(self.cgroup_dir + "/" + name)
+                kernel[name] = None if text is None else CGROUP_FILES[name].parse(text)
+            if self.plan is not None:
+                drift = self.plan.kernel_diff(fs, self.cgroup_dir)
+        elif self.plan is not None and self.plan.show:
+            kernel = None   # not running: compare systemd's view of the unit instead
+            _rc, out, _err = self.runner.run(show_argv(self.unit, self.plan.properties()))
+            drift = self.plan.show_diff(show_values(out))
+        return {"files": files, "kernel": kernel, "drift": drift}
+
+    def differs(self, current):
+        return current["files"] != self.desired["files"] or bool(current["drift"])
+
+    def validate(self, current):
+        if self.adopt:
+            return []
+        return ["%s exists and is not managed by aiinfra.io_isolation; move it away or set adopt to let the "
+                "collection take it over" % path
+                for path, text in sorted(current["files"].items()) if text is not None and not is_managed(text)]
+
+    def report(self, value):
+        out = {"files": value["files"], "kernel": value["kernel"]}
+        if value["drift"]:
+            out["drift"] = value["drift"]
+        return out
+
+    # -- writing ------------------------------------------------------------------------------
+    def write(self, fs, value, current):
+        previous = parse_dropin((current or {}).get("files", {}).get(dropin_path(self.unit)))
+        self._apply(fs, value["files"], self.directives, previous, extra=self.live)
+
+    def restore(self, fs, previous):
+        old = parse_dropin(previous["files"].get(dropin_path(self.unit)))
+        self._apply(fs, previous["files"], old, self.directives, start=False)
+
+    def _apply(self, fs, files, directives, previous, start=None, extra=()):
+        for path, content in sorted(files.items(), key=lambda kv: kv[1] is None):
+            if content is None:
+                fs.remove(path)
+            else:
+                fs.atomic_write(path, content)
+        self.runner.run(daemon_reload_argv())
+        if self.start if start is None else start:
+            self.runner.run(start_argv(self.unit))
+        assignments = list(directives) + reset_directives(previous, directives) + list(extra)
+        if assignments and self.cgroup_dir and fs.isdir(self.cgroup_dir):
+            self.runner.run(set_property_argv(self.unit, assignments, runtime=True))
+            control = "%s/%s.d" % (RUNTIME_CONTROL_DIR, self.unit)
+            for name in sorted(set(n for n, _v in assignments)):
+                fs.remove("%s/50-%s.conf" % (control, name))
+            _remove_if_empty(fs, control)
+            self.runner.run(daemon_reload_argv())
+        for path, content in files.items():
+            if content is None:
+                _remove_if_empty(fs, path.rsplit("/", 1)[0])
+
+
+def _remove_if_empty(fs, directory):
+    if directory.endswith(".d") and fs.isdir(directory) and not fs.listdir(directory):
+        fs.rmdir(directory)

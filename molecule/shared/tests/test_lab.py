@@ -45,3 +45,10 @@ def test_absent_left_no_rule_behind(host):
     rules = host.check_output("ls /etc/udev/rules.d/ 2>/dev/null || true").split()
     assert [r for r in rules if r.startswith("91-aiinfra-iocost-")] == []
     assert host.file("/usr/local/libexec/aiinfra-io_isolation/iocost-apply").mode & 0o111
+
+
+def test_cgroup_absent_left_no_unit_files(host):
+    found = host.check_output("ls -d /etc/systemd/system/*.d/50-aiinfra-io-isolation.conf "
+                              "/etc/systemd/system/inference.slice /etc/systemd/system/training.slice 2>/dev/null || true")
+    assert found.split() == []
+    assert host.check_output("ls /run/systemd/system.control 2>/dev/null || true").split() == []

@@ -861,3 +861,40 @@ def test_validate_never_crashes(desired):
         else:
             codec.format(desired)
             codec.normalize(desired)
+
+
+# io.low, as observed on 6.1 with CONFIG_BLK_DEV_THROTTLING_LOW (tests/lab/observed-io-low-6.1.txt)
+def test_io_low_parses_the_kernel_lines_and_matches_a_full_request():
+    text = "259:0 rbps=1000000 wbps=0 riops=0 wiops=500 idle=1000 latency=2000\n"
+    parsed = c.IO_LOW.parse(text)
+    assert parsed == {"259:0": {"rbps": 1000000, "wbps": 0, "riops": 0, "wiops": 500, "idle": 1000, "latency": 2000}}
+    want = {"259:0": {"rbps": 1000000, "wiops": 500, "idle": 1000, "latency": 2000}}
+    assert c.IO_LOW.validate(want) == []
+    assert c.IO_LOW.format(want) == ["259:0 rbps=1000000 wiops=500 idle=1000 latency=2000"]
+    assert c.IO_LOW.matches(c.IO_LOW.normalize(want), parsed)
+    assert not c.IO_LOW.matches(c.IO_LOW.normalize({"259:0": dict(want["259:0"], idle=999)}), parsed)
+    # no line = nothing set; the unset values read as 0 (rates, idle) and max (latency)
+    unset = {"rbps": 0, "wbps": 0, "riops": 0, "wiops": 0, "idle": 0, "latency": "max"}
+    assert c.IO_LOW.lookup({}, "259:0") == unset
+
+
+@pytest.mark.parametrize("settings, expect", [
+    ({"rbps": 0, "idle": 1, "latency": 1}, "ERANGE): io.low has no way back to 0"),
+    ({"rbps": 1, "idle": 1, "latency": 1}, "EINVAL"),
+    ({"rbps": "10M", "idle": 1, "latency": 1}, "unit suffixes are not accepted"),
+    ({"rbps": 1000000, "idle": 0, "latency": 1}, "0 is out of range"),
+    ({"rbps": 1000000}, "acts only with a rate"),
+    ({"idle": 1000, "latency": 2000}, "acts only with a rate"),
+    ({"rbps": 1000000, "idle": 1000, "latency": "max"}, "acts only with a rate"),
+    ({"rbps": 1000000, "idle": 1000, "target": 2000}, "io.low uses 'latency'"),
+])
+def test_io_low_refuses_what_the_kernel_refuses_or_ignores(settings, expect):
+    errors = c.IO_LOW.validate({"259:0": settings})
+    assert errors and expect in " ".join(errors)
+
+
+def test_io_low_restore_form_leaves_out_the_unwritable_zeros():
+    parsed = c.IO_LOW.parse("259:0 rbps=max wbps=0 riops=0 wiops=500 idle=1000 latency=2000\n")
+    desired = c.IO_LOW.as_desired(parsed)
+    assert desired == {"259:0": {"rbps": "max", "wiops": 500, "idle": 1000, "latency": 2000}}
+    assert c.IO_LOW.format(desired) == ["259:0 rbps=max wiops=500 idle=1000 latency=2000"]

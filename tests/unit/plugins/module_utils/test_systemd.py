@@ -2,15 +2,21 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """systemd manager groundwork: directives, exact conversions, expected kernel values, show parsing, delegation."""
 
+import os
+
 import pytest
 
 from fakehost import FakeHost
+from simcgroup import SimCgroup
+from simsystemd import SimSystemd
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import CgroupNameError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import BlockDevice, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, is_managed
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler
 
 NVME_WWID_LINK = "/dev/disk/by-id/nvme-nvme.1b36-6465616462656566-51454d55204e564d65204374726c-00000001"
 NVME_EUI_LINK = "/dev/disk/by-id/nvme-eui.0011223344556677"
@@ -339,13 +345,11 @@ def test_prio_class_and_low_are_refused_with_alternatives(disks):
         "io.foo for a.slice has no systemd resource-control directive; use manager: cgroupfs below a Delegate=yes unit")
 
 
-def test_oom_group_only_on_services():
-    plan = plan_for({"memory": {"oom_group": True}}, unit="vllm.service")
-    assert plan.directives == [("MemoryAccounting", "yes"), ("OOMPolicy", "kill")]
-    assert plan.expected == {"memory.oom.group": 1} and plan.show["OOMPolicy"] == "kill"
-    assert ("OOMPolicy", "stop") in plan_for({"memory": {"oom_group": False}}, unit="vllm.service").directives
-    msg = errors_of({"memory": {"oom_group": True}})
-    assert "memory.oom_group for inference.slice" in msg and "OOMPolicy=kill" in msg
+def test_oom_group_is_refused_for_every_unit_type():
+    # systemd writes memory.oom.group only from a service's OOMPolicy=kill at start; set-property cannot change it.
+    for unit in ("inference.slice", "vllm.service", "run-u1.scope"):
+        msg = errors_of({"memory": {"oom_group": True}}, unit=unit)
+        assert "memory.oom_group for %s" % unit in msg and "OOMPolicy=kill" in msg
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,3 +559,159 @@ def test_delegate_query_failures(tmp_path):
         sd.unit_delegates(odd, "ctr.service")
     empty = FakeRunner({show_delegate("ctr.service"): (0, "", "")})
     assert sd.unit_delegates(empty, "ctr.service") is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Drop-ins on a running unit: parse_dropin, reset_directives, unit_info, UnitState
+# ---------------------------------------------------------------------------------------------
+
+def test_parse_dropin():
+    text = ("# Managed by Ansible (aiinfra.io_isolation): x. Local edits will be overwritten.\n[Slice]\n\n"
+            "IOWeight=300\n; a comment\n  MemoryHigh = 268435456  \nIODeviceWeight=/dev/disk/by-id/x 400\n"
+            "CPUQuota=\nnot an assignment\n[Unit]\nDescription=a=b\n")
+    assert sd.parse_dropin(text) == [("IOWeight", "300"), ("MemoryHigh", "268435456"),
+                                     ("IODeviceWeight", "/dev/disk/by-id/x 400"), ("CPUQuota", ""),
+                                     ("Description", "a=b")]
+    assert sd.parse_dropin(None) == [] and sd.parse_dropin("") == []
+
+
+def test_reset_directives():
+    previous = [("IOAccounting", "yes"), ("IOWeight", "50"), ("IODeviceWeight", "/dev/disk/by-id/a 200"),
+                ("IODeviceWeight", "/dev/disk/by-id/b 300"), ("IOReadBandwidthMax", "/dev/disk/by-id/a 1000000"),
+                ("IODeviceLatencyTargetSec", "/dev/disk/by-id/a 5000us"), ("MemoryAccounting", "yes"),
+                ("MemoryHigh", "1073741824"), ("MemoryMin", "0"), ("CPUQuota", "50%"), ("CPUQuota", "50%")]
+    target = [("IOAccounting", "yes"), ("IOWeight", "70"), ("IODeviceWeight", "/dev/disk/by-id/b 300"),
+              ("MemoryAccounting", "yes"), ("MemoryMin", "4096")]
+    assert sd.reset_directives(previous, target) == [
+        ("MemoryHigh", ""), ("CPUQuota", ""),
+        ("IODeviceLatencyTargetSec", "/dev/disk/by-id/a infinity"),
+        ("IOReadBandwidthMax", "/dev/disk/by-id/a infinity"),
+    ]
+    # device weights are not reset here (no directive removes a line): see stale_weight_lines
+    assert sd.reset_directives([("IODeviceWeight", "/dev/disk/by-id/a 200")], []) == []
+    assert sd.reset_directives(target, target) == [] and sd.reset_directives([], target) == []
+
+
+def test_stale_weight_lines():
+    kernel = {"default": 80, "259:0": 50, "259:1": 80, "254:0": 700}
+    assert sd.stale_weight_lines(kernel, configured={"254:0"}, weight=80) == ["259:0"]
+    assert sd.stale_weight_lines(kernel, configured=set(), weight=700) == ["259:0", "259:1"]
+    assert sd.stale_weight_lines({"default": 100}, set(), 100) == []
+
+
+def sim_lab(tmp_path, version):
+    h = FakeHost(tmp_path)
+    h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
+    h.add_cgroup_root(subtree="cpu io memory pids")
+    h.write("/sys/fs/cgroup/io.cost.qos", "259:0 enable=1 ctrl=auto rpct=0.00 rlat=25000 wpct=0.00 wlat=25000 "
+                                          "min=1.00 max=10000.00")
+    kernel = SimCgroup(h)
+    return h, kernel, SimSystemd(h, kernel, version=version)
+
+
+def test_unit_info(tmp_path):
+    _h, _kernel, systemd = sim_lab(tmp_path, 257)
+    systemd.add_unit("vllm.service", active=True, fragment="/usr/lib/systemd/system/vllm.service")
+    assert sd.unit_info(systemd, "inference.slice") == {"LoadState": "loaded", "ActiveState": "inactive",
+                                                        "ControlGroup": "", "FragmentPath": ""}
+    assert sd.unit_info(systemd, "vllm.service")["ControlGroup"] == "/system.slice/vllm.service"
+    assert sd.unit_info(systemd, "nope.service")["LoadState"] == "not-found"
+    assert systemd.calls[0] == ["systemctl", "show", "-p", "LoadState", "-p", "ActiveState", "-p", "ControlGroup",
+                                "-p", "FragmentPath", "--", "inference.slice"]
+    systemd.fail("show", rc=1, err="Failed to connect to bus")
+    with pytest.raises(CommandError, match="Failed to connect to bus"):
+        sd.unit_info(systemd, "inference.slice")
+
+
+def unit_state(plan, systemd, files=None, previous=None, start=True, cgroup="/sys/fs/cgroup/inference.slice"):
+    files = files if files is not None else {plan.path: plan.content()}
+    return sd.UnitState("inference.slice", files, plan, systemd, cgroup, previous_dropin=previous, start=start)
+
+
+@pytest.mark.parametrize("version", [252, 257])
+def test_unit_state_applies_to_a_running_slice_and_verifies(tmp_path, version):
+    h, kernel, systemd = sim_lab(tmp_path, version)
+    systemd.run(["systemctl", "start", "--", "inference.slice"])
+    systemd.calls[:] = []
+    plan = plan_for({"io": {"weight": 300}, "memory": {"high": 1000000}})
+    state = unit_state(plan, systemd)
+    assert state.key == "inference.slice" and state.order == 50
+    assert state.watch == ["io.weight", "memory.high"]
+    result = Reconciler(kernel).run([state])
+    assert result["changed"] and kernel.read(plan.path) == plan.content().rstrip("\n")
+    # a running unit is read from its kernel files: no systemctl show
+    assert systemd.calls == [
+        ["systemctl", "daemon-reload"], ["systemctl", "start", "--", "inference.slice"],
+        ["systemctl", "set-property", "--runtime", "--", "inference.slice", "IOAccounting=yes", "IOWeight=300",
+         "MemoryAccounting=yes", "MemoryHigh=1000000"],
+        ["systemctl", "daemon-reload"]]
+    assert result["values"]["inference.slice"]["kernel"] == {"io.weight": {"default": 300}, "memory.high": 999424}
+    assert "drift" not in result["values"]["inference.slice"]
+    assert not kernel.exists("/run/systemd/system.control/inference.slice.d")
+    assert h.read("/sys/fs/cgroup/inference.slice/memory.high") == "999424\n"
+
+
+def test_unit_state_reads_systemctl_show_without_a_cgroup(tmp_path):
+    _h, kernel, systemd = sim_lab(tmp_path, 257)
+    plan = plan_for({"cpu": {"weight": 200}})
+    state = unit_state(plan, systemd)
+    current = state.read(kernel)
+    assert current["kernel"] is None and current["files"] == {plan.path: None}
+    assert current["drift"] == [{"property": "CPUWeight", "key": "CPUWeight", "want": 200, "have": None}]
+    assert systemd.calls == [["systemctl", "show", "-p", "CPUWeight", "--", "inference.slice"]]
+    assert state.differs(current) and state.report(current)["drift"] == current["drift"]
+
+
+def test_unit_state_validate_refuses_foreign_files_unless_adopted(tmp_path):
+    _h, kernel, systemd = sim_lab(tmp_path, 257)
+    plan = plan_for({"cpu": {"weight": 200}})
+    kernel.atomic_write(plan.path, "[Slice]\nCPUWeight=5\n")
+    state = unit_state(plan, systemd, start=False)
+    problems = state.validate(state.read(kernel))
+    assert problems == ["%s exists and is not managed by aiinfra.io_isolation; move it away or set adopt to let the "
+                        "collection take it over" % plan.path]
+    adopting = sd.UnitState("inference.slice", {plan.path: plan.content()}, plan, systemd, None, adopt=True)
+    assert adopting.validate(adopting.read(kernel)) == []
+
+
+def test_unit_state_restore_puts_back_the_old_dropin_and_resets_new_properties(tmp_path):
+    h, kernel, systemd = sim_lab(tmp_path, 257)
+    old = plan_for({"io": {"weight": 100}})
+    Reconciler(kernel).run([unit_state(old, systemd)])
+    systemd.calls[:] = []
+    new = plan_for({"io": {"weight": 300}, "cpu": {"weight": 50}})
+    state = unit_state(new, systemd, previous=old.content())
+    assert state.watch == ["cpu.weight", "io.weight"]
+    previous = state.read(kernel)
+    state.write(kernel, state.desired, previous)
+    assert h.read("/sys/fs/cgroup/inference.slice/cpu.weight") == "50\n"
+    state.restore(kernel, previous)
+    assert kernel.read(old.path) == old.content().rstrip("\n")
+    assert systemd.calls[-2] == ["systemctl", "set-property", "--runtime", "--", "inference.slice",
+                                 "IOAccounting=yes", "IOWeight=100", "CPUWeight="]
+    assert ["systemctl", "start", "--", "inference.slice"] not in systemd.calls[4:], "restore does not start units"
+    assert h.read("/sys/fs/cgroup/inference.slice/cpu.weight") == "100\n"
+    assert h.read("/sys/fs/cgroup/inference.slice/io.weight") == "default 100\n"
+
+
+def test_unit_state_removes_only_its_runtime_files(tmp_path):
+    h, kernel, systemd = sim_lab(tmp_path, 252)
+    systemd.run(["systemctl", "start", "--", "inference.slice"])
+    systemd.run(["systemctl", "set-property", "--runtime", "--", "inference.slice", "CPUWeight=7"])
+    h.write("/run/systemd/system.control/inference.slice.d/50-Description.conf", "[Unit]\nDescription=x\n")
+    Reconciler(kernel).run([unit_state(plan_for({"cpu": {"weight": 200}}), systemd)])
+    assert os.listdir(h.path("/run/systemd/system.control/inference.slice.d")) == ["50-Description.conf"]
+
+
+def test_unit_state_absent_removes_the_dropin_and_its_directory(tmp_path):
+    h, kernel, systemd = sim_lab(tmp_path, 257)
+    plan = plan_for({"memory": {"min": "64M"}})
+    Reconciler(kernel).run([unit_state(plan, systemd)])
+    state = sd.UnitState("inference.slice", {plan.path: None}, None, systemd, "/sys/fs/cgroup/inference.slice",
+                         previous_dropin=plan.content())
+    assert state.watch == ["memory.min"] and state.desired["kernel"] == {}
+    result = Reconciler(kernel).run([state])
+    assert result["changed"] and not kernel.exists("/etc/systemd/system/inference.slice.d")
+    assert [c for c in systemd.calls if c[1] == "set-property"][-1][5:] == ["MemoryMin="]
+    assert h.read("/sys/fs/cgroup/inference.slice/memory.min") == "0\n"
+    assert result["values"]["inference.slice"] == {"files": {plan.path: None}, "kernel": {"memory.min": 0}}

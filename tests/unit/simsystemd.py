@@ -1,0 +1,424 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""SimSystemd: a ``Runner`` stand-in that answers ``systemctl`` like systemd 252 or 257.
+
+Units live in ``units`` (``{name: {LoadState, active, Delegate, FragmentPath, slice}}``); every
+argv is recorded in ``calls``. The configuration systemd has loaded for a unit is its fragment
+plus every ``*.conf`` drop-in of ``/etc/systemd/system/<unit>.d`` and
+``/run/systemd/system.control/<unit>.d``, sorted by file name (same name: /run wins); scalar
+directives are last-wins with an empty assignment resetting them, device lists are keyed by path
+and an empty assignment clears the list. Behaviour observed in the lab (docs/kernel-files.md):
+
+* ``daemon-reload`` reloads every unit; systemd 252 then applies the changed configuration to
+  running units, 257 does not (only ``set-property`` and ``start`` apply);
+* ``set-property --runtime -- UNIT K=V ...`` merges into the loaded configuration, writes
+  ``/run/systemd/system.control/<unit>.d/50-<Prop>.conf`` and applies;
+* ``start -- UNIT`` creates the unit's cgroup (slices nest by dashes, services and scopes go to
+  ``system.slice``) and applies;
+* applying writes the unit's kernel files through the SimCgroup kernel: io.weight
+  (``default N`` then one ``MAJ:MIN N`` per listed device, never removing a line it no longer
+  lists; a disk without iocost refuses the line and systemd silently goes on), io.max (one line
+  per listed device, unlisted ones kept), io.latency, memory.* (defaults 0 / max), cpu.weight and
+  cpu.max (``CPUQuota=50%`` -> ``50000 100000``). Devices are named by path and resolved through
+  the fake host's links to ``/sys/class/block/<name>/dev``;
+* ``show [-p P]... [--value] -- UNIT`` prints the properties in systemd's format.
+
+``fail(verb, ...)`` makes the next call(s) of a verb fail without effect.
+"""
+
+import os
+import re
+from collections import OrderedDict
+from decimal import Decimal
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError, KernelFS
+
+UNIT_DIR = "/etc/systemd/system"
+CONTROL_DIR = "/run/systemd/system.control"
+MUTATING = ("daemon-reload", "daemon-reexec", "start", "stop", "restart", "reload", "try-restart", "set-property",
+            "enable", "disable", "kill")
+DEVICE_LISTS = ("IODeviceWeight", "IOReadBandwidthMax", "IOWriteBandwidthMax", "IOReadIOPSMax", "IOWriteIOPSMax",
+                "IODeviceLatencyTargetSec")
+LIMITS = (("IOReadBandwidthMax", "rbps"), ("IOWriteBandwidthMax", "wbps"), ("IOReadIOPSMax", "riops"),
+          ("IOWriteIOPSMax", "wiops"))
+SCALARS = ("IOAccounting", "MemoryAccounting", "CPUAccounting", "IOWeight", "CPUWeight", "CPUQuota",
+           "CPUQuotaPeriodSec", "MemoryMin", "MemoryLow", "MemoryHigh", "MemoryMax", "MemorySwapMax",
+           "MemoryZSwapMax", "Delegate", "Description", "OOMPolicy")
+# (directive, kernel file, default)
+MEMORY = (("MemoryMin", "memory.min", "0"), ("MemoryLow", "memory.low", "0"), ("MemoryHigh", "memory.high", "max"),
+          ("MemoryMax", "memory.max", "max"), ("MemorySwapMax", "memory.swap.max", "max"),
+          ("MemoryZSwapMax", "memory.zswap.max", "max"))
+U64_MAX_TEXT = "18446744073709551615"
+SECTIONS = {"slice": "Slice", "service": "Service", "scope": "Scope"}
+_SPAN = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(us|usec|ms|msec|s|sec|min|h)?\s*")
+_SPAN_UNITS = {None: 1000000, "us": 1, "usec": 1, "ms": 1000, "msec": 1000, "s": 1000000, "sec": 1000000,
+               "min": 60000000, "h": 3600000000}
+_BINARY = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+_DECIMAL = {"K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12}
+
+
+def slice_path(name):
+    """'ai-inference.slice' -> 'ai.slice/ai-inference.slice'."""
+    parts = name[:-len(".slice")].split("-")
+    return "/".join("-".join(parts[:i + 1]) + ".slice" for i in range(len(parts)))
+
+
+def parse_timespan(text):
+    """systemd time span -> µs ('infinity' -> 'max'); a bare number is seconds."""
+    text = text.strip()
+    if text == "infinity":
+        return "max"
+    total, pos = Decimal(0), 0
+    while pos < len(text):
+        m = _SPAN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ValueError("bad time span %r" % text)
+        total += Decimal(m.group(1)) * _SPAN_UNITS[m.group(2)]
+        pos = m.end()
+    return int(total)
+
+
+def format_timespan(usec):
+    """µs -> '500ms', '1s 500ms', '1min 4s', '0', 'infinity'."""
+    if usec == "max":
+        return "infinity"
+    if usec == 0:
+        return "0"
+    out = []
+    for unit, size in (("min", 60000000), ("s", 1000000), ("ms", 1000), ("us", 1)):
+        if usec >= size:
+            out.append("%d%s" % (usec // size, unit))
+            usec %= size
+    return " ".join(out)
+
+
+def parse_bytes(text, table):
+    """'infinity' -> 'max'; '1024' -> 1024; '1K' -> table['K']."""
+    text = text.strip()
+    if text == "infinity":
+        return "max"
+    if text.isdigit():
+        return int(text)
+    m = re.match(r"^([0-9]+)([KMGT])$", text)
+    if not m:
+        raise ValueError("bad size %r" % text)
+    return int(m.group(1)) * table[m.group(2)]
+
+
+def quota_per_sec(text):
+    """CPUQuota= value -> µs of CPU time per second ('50%' -> 500000)."""
+    if not text.endswith("%"):
+        raise ValueError("bad CPUQuota %r" % text)
+    permyriad = int(Decimal(text[:-1]) * 100)
+    return permyriad * 1000000 // 10000
+
+
+def _config():
+    return {"scalars": {}, "lists": OrderedDict((n, OrderedDict()) for n in DEVICE_LISTS)}
+
+
+class SimSystemd(object):
+    """``systemctl`` over a FakeHost and its SimCgroup kernel."""
+
+    def __init__(self, host, kernel, version=252):
+        self.host = host
+        self.kernel = kernel
+        self.version = version
+        self.fs = KernelFS(host.root)
+        self.units = {}
+        self.loaded = {}
+        self.calls = []
+        self.failures = []
+        self.journal = []         # what systemd would log (kernel refusals it ignores)
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def add_unit(self, name, active=False, delegate=False, fragment=None, load_state="loaded", slice=None):
+        """A unit; ``fragment`` is a vendor unit file path (FragmentPath), ``active`` realises its cgroup."""
+        self.units[name] = {"LoadState": load_state, "active": False, "Delegate": delegate, "vendor": fragment or "",
+                            "FragmentPath": fragment or "", "slice": slice}
+        self._reload_unit(name)
+        if active:
+            self._start(name)
+        return self.units[name]
+
+    def fail(self, verb, rc=1, out="", err="Failed", times=1, when=None):
+        """The next ``times`` calls of ``verb`` (matching ``when(argv)``) fail with rc/out/err and change nothing."""
+        self.failures.append({"verb": verb, "rc": rc, "out": out, "err": err, "times": times, "when": when})
+
+    @property
+    def mutating_calls(self):
+        return [c for c in self.calls if self._verb(c) in MUTATING]
+
+    def cgroup(self, unit):
+        """Absolute cgroup directory of a unit (whether or not it exists)."""
+        return self.kernel.mount + "/" + self._rel(unit)
+
+    # -- Runner interface -----------------------------------------------------------------------
+    def which(self, name):
+        return "/usr/bin/" + name if name in ("systemctl", "systemd-run", "udevadm") else None
+
+    def run(self, argv, check=True, data=None, stderr_is_error=False):
+        assert isinstance(argv, list), "argv must be a list"
+        self.calls.append(list(argv))
+        rc, out, err = self._dispatch(list(argv))
+        if check and (rc != 0 or (stderr_is_error and err.strip())):
+            raise CommandError(argv, rc, out, err)
+        return rc, out, err
+
+    # -- dispatch -------------------------------------------------------------------------------
+    @staticmethod
+    def _verb(argv):
+        for arg in argv[1:]:
+            if not arg.startswith("-"):
+                return arg
+        return None
+
+    def _dispatch(self, argv):
+        if not argv or argv[0] != "systemctl":
+            return 127, "", "%s: command not found" % (argv[0] if argv else "")
+        if argv[1:] == ["--version"]:
+            full = {252: "252.39-1~deb12u1", 257: "257.9-1~deb13u1"}.get(self.version, "%d" % self.version)
+            return 0, "systemd %d (%s)\n+PAM +AUDIT +SELINUX +APPARMOR +IMA +SECCOMP\n" % (self.version, full), ""
+        verb = self._verb(argv)
+        for failure in self.failures:
+            if failure["verb"] == verb and failure["times"] != 0 and (failure["when"] is None or failure["when"](argv)):
+                failure["times"] -= 1
+                return failure["rc"], failure["out"], failure["err"]
+        rest = argv[argv.index(verb) + 1:]
+        if verb == "daemon-reload":
+            return self._daemon_reload()
+        if verb == "start":
+            return self._cmd_start(rest)
+        if verb == "show":
+            return self._show(rest)
+        if verb == "set-property":
+            return self._set_property(rest)
+        return 1, "", "Unknown command verb %s." % verb
+
+    @staticmethod
+    def _units_of(args):
+        """(options, units): units follow '--' (or are the non-option arguments)."""
+        if "--" in args:
+            i = args.index("--")
+            return args[:i], args[i + 1:]
+        return [a for a in args if a.startswith("-")], [a for a in args if not a.startswith("-")]
+
+    # -- units ----------------------------------------------------------------------------------
+    def unit(self, name):
+        """The unit record; a slice without a file is synthesised (loaded), other unknown units are not-found."""
+        if name not in self.units:
+            self.units[name] = {"LoadState": "loaded" if name.endswith(".slice") else "not-found", "active": False,
+                                "Delegate": False, "vendor": "", "FragmentPath": "", "slice": None}
+            self._reload_unit(name)
+        return self.units[name]
+
+    def _rel(self, name):
+        if name.endswith(".slice"):
+            return slice_path(name)
+        return "%s/%s" % (slice_path(self.unit(name)["slice"] or "system.slice"), name)
+
+    def _files(self, name):
+        """Unit file then drop-ins in the order systemd applies them."""
+        u = self.unit(name)
+        out = []
+        if u["FragmentPath"] and self.fs.exists(u["FragmentPath"]):
+            out.append(u["FragmentPath"])
+        dropins = {}
+        for directory in ("%s/%s.d" % (UNIT_DIR, name), "%s/%s.d" % (CONTROL_DIR, name)):
+            for entry in self.fs.listdir(directory):
+                if entry.endswith(".conf"):
+                    dropins[entry] = directory + "/" + entry     # /run comes second: wins on equal names
+        return out + [dropins[k] for k in sorted(dropins)]
+
+    def _assign(self, cfg, name, value):
+        if name in DEVICE_LISTS:
+            entries = cfg["lists"][name]
+            if not value:
+                entries.clear()
+                return
+            path, _sep, rest = value.partition(" ")
+            entries[path] = rest.strip()
+        elif name in SCALARS and (name != "MemoryZSwapMax" or self.version >= 253):
+            if value:
+                cfg["scalars"][name] = value
+            else:
+                cfg["scalars"].pop(name, None)
+
+    def _load(self, name):
+        cfg = _config()
+        for path in self._files(name):
+            for line in (self.fs.read(path) or "").splitlines():
+                line = line.strip()
+                if not line or line[0] in "#;[":
+                    continue
+                key, sep, value = line.partition("=")
+                if sep:
+                    self._assign(cfg, key.strip(), value.strip())
+        return cfg
+
+    def _reload_unit(self, name):
+        u = self.units[name]
+        own = "%s/%s" % (UNIT_DIR, name)
+        u["FragmentPath"] = own if self.fs.exists(own) else u["vendor"]
+        self.loaded[name] = self._load(name)
+
+    def _daemon_reload(self):
+        for name in sorted(self.units):
+            self._reload_unit(name)
+            if self.version < 257 and self.units[name]["active"]:
+                self._apply(name)
+        return 0, "", ""
+
+    def _cmd_start(self, args):
+        _opts, units = self._units_of(args)
+        for name in units:
+            if self.unit(name)["LoadState"] == "not-found":
+                return 5, "", "Failed to start %s: Unit %s not found.\n" % (name, name)
+        for name in units:
+            self._start(name)
+        return 0, "", ""
+
+    def _start(self, name):
+        u = self.unit(name)
+        if u["active"]:
+            return
+        if name.endswith(".slice") and "-" in name[:-len(".slice")]:
+            self._start(name[:-len(".slice")].rsplit("-", 1)[0] + ".slice")
+        u["active"] = True
+        self.kernel.ensure_group(self.cgroup(name), leaf_enable=name.endswith(".slice"))
+        self._apply(name)
+
+    # -- set-property ---------------------------------------------------------------------------
+    def _set_property(self, args):
+        opts, rest = self._units_of(args)
+        if not rest:
+            return 1, "", "Too few arguments.\n"
+        name, assignments = rest[0], rest[1:]
+        u = self.unit(name)
+        if u["LoadState"] == "not-found":
+            return 1, "", "Failed to set unit properties on %s: Unit %s not found.\n" % (name, name)
+        pairs = []
+        for a in assignments:
+            key, sep, value = a.partition("=")
+            if not sep or (key not in DEVICE_LISTS and key not in SCALARS):
+                return 1, "", "Unknown assignment: %s\n" % a
+            pairs.append((key, value))
+        cfg = self.loaded[name]
+        for key, value in pairs:
+            self._assign(cfg, key, value)
+        base = CONTROL_DIR if "--runtime" in opts else "/etc/systemd/system.control"
+        section = SECTIONS[name.rsplit(".", 1)[1]]
+        for key in OrderedDict((k, None) for k, _v in pairs):
+            lines = ["%s=%s" % (k, v) for k, v in pairs if k == key]
+            self.host.write("%s/%s.d/50-%s.conf" % (base, name, key),
+                            "# This is a drop-in unit file extension, created via \"systemctl set-property\"\n"
+                            "# or an equivalent operation. Do not edit.\n[%s]\n%s" % (section, "\n".join(lines)))
+        self._apply(name)
+        return 0, "", ""
+
+    # -- applying to the kernel -----------------------------------------------------------------
+    def majmin(self, path):
+        """A device path (by-id link, /dev node) -> MAJ:MIN, or None when it does not resolve."""
+        if not self.fs.exists(path):
+            return None
+        name = os.path.basename(self.fs.realpath(path))
+        return (self.fs.read("/sys/class/block/%s/dev" % name) or "").strip() or None
+
+    def _kwrite(self, path, line):
+        try:
+            self.kernel.kernel_write(path, line)
+        except KernelFileError as e:
+            self.journal.append(e.message)    # systemd logs the refusal and goes on
+
+    def _apply(self, name):
+        u = self.unit(name)
+        cg = self.cgroup(name)
+        if not u["active"] or not self.fs.isdir(cg):
+            return
+        cfg = self.loaded[name]
+        s, lists = cfg["scalars"], cfg["lists"]
+        self._kwrite(cg + "/io.weight", "default %s" % s.get("IOWeight", "100"))
+        for path, value in lists["IODeviceWeight"].items():
+            dev = self.majmin(path)
+            if dev:
+                self._kwrite(cg + "/io.weight", "%s %s" % (dev, value))
+        limits = OrderedDict()
+        for directive, key in LIMITS:
+            for path, value in lists[directive].items():
+                limits.setdefault(path, dict((k, "max") for _d, k in LIMITS))[key] = value
+        for path, values in limits.items():
+            dev = self.majmin(path)
+            if dev:
+                self._kwrite(cg + "/io.max", dev + " " + " ".join(
+                    "%s=%s" % (k, parse_bytes(values[k], _DECIMAL) if values[k] != "max" else "max")
+                    for _d, k in LIMITS))
+        for path, value in lists["IODeviceLatencyTargetSec"].items():
+            dev = self.majmin(path)
+            if dev:
+                self._kwrite(cg + "/io.latency", "%s target=%s" % (dev, parse_timespan(value)))
+        for directive, filename, default in MEMORY:
+            if directive == "MemoryZSwapMax" and self.version < 253:
+                continue
+            value = s.get(directive)
+            self._kwrite(cg + "/" + filename, default if value is None else str(parse_bytes(value, _BINARY)))
+        self._kwrite(cg + "/cpu.weight", s.get("CPUWeight", "100"))
+        period = parse_timespan(s["CPUQuotaPeriodSec"]) if "CPUQuotaPeriodSec" in s else 100000
+        if "CPUQuota" in s:
+            self._kwrite(cg + "/cpu.max", "%d %d" % (quota_per_sec(s["CPUQuota"]) * period // 1000000, period))
+        else:
+            self._kwrite(cg + "/cpu.max", "max %d" % period)
+
+    # -- show -----------------------------------------------------------------------------------
+    def properties(self, name):
+        """[(property, value)] as ``systemctl show`` prints them (device lists repeat the property)."""
+        u = self.unit(name)
+        cfg = self.loaded[name]
+        s, lists = cfg["scalars"], cfg["lists"]
+
+        def yes(key):
+            return "yes" if s.get(key, "no") in ("yes", "true", "1", "on") else "no"
+
+        out = [("Id", name), ("LoadState", u["LoadState"]), ("ActiveState", "active" if u["active"] else "inactive"),
+               ("FragmentPath", u["FragmentPath"]), ("ControlGroup", "/" + self._rel(name) if u["active"] else ""),
+               ("Delegate", "yes" if u["Delegate"] else "no"), ("IOAccounting", yes("IOAccounting")),
+               ("IOWeight", s.get("IOWeight", "[not set]"))]
+        out += [("IODeviceWeight", "%s %s" % kv) for kv in lists["IODeviceWeight"].items()]
+        for directive, _key in LIMITS:
+            for path, value in lists[directive].items():
+                number = parse_bytes(value, _DECIMAL)
+                out.append((directive, "%s %s" % (path, U64_MAX_TEXT if number == "max" else number)))
+        out += [("IODeviceLatencyTargetUSec", "%s %s" % (path, format_timespan(parse_timespan(value))))
+                for path, value in lists["IODeviceLatencyTargetSec"].items()]
+        out.append(("MemoryAccounting", yes("MemoryAccounting")))
+        for directive, _filename, default in MEMORY:
+            if directive == "MemoryZSwapMax" and self.version < 253:
+                continue
+            value = parse_bytes(s[directive], _BINARY) if directive in s else default
+            out.append((directive, "infinity" if value == "max" else str(value)))
+        out.append(("CPUWeight", s.get("CPUWeight", "[not set]")))
+        out.append(("CPUQuotaPerSecUSec", format_timespan(quota_per_sec(s["CPUQuota"])) if "CPUQuota" in s
+                    else "infinity"))
+        out.append(("CPUQuotaPeriodUSec", format_timespan(parse_timespan(s["CPUQuotaPeriodSec"]))
+                    if "CPUQuotaPeriodSec" in s else "infinity"))
+        return out
+
+    def _show(self, args):
+        opts, units = self._units_of(args)
+        wanted, value_only, i = [], False, 0
+        while i < len(opts):
+            if opts[i] in ("-p", "--property"):
+                wanted.append(opts[i + 1])
+                i += 2
+                continue
+            if opts[i] == "--value":
+                value_only = True
+            i += 1
+        lines = []
+        for name in units:
+            props = self.properties(name)
+            for prop in wanted or [p for p, _v in props]:
+                for key, value in props:
+                    if key == prop:
+                        lines.append(value if value_only else "%s=%s" % (key, value))
+        return 0, "".join(line + "\n" for line in lines), ""
