@@ -83,6 +83,7 @@ class Request:
         self.version = sd.systemd_version(runner) if self.systemd_host else None
         self.caps = detect(fs, systemd_version=self.version)
         self.manager = self._manager(params.get("manager") or "auto")
+        self.resolver = DeviceResolver(fs)   # one sysfs walk for every lookup of the call
         self.records = {}
 
     # -- checks -------------------------------------------------------------------------------
@@ -135,7 +136,6 @@ class Request:
                     self.unsupported(group, key, sd.unsupported_message(key, self.name))
 
     def resolve_devices(self):
-        resolver = DeviceResolver(self.fs)
         for key in DEVICE_KEYS:
             mapping = self.io.get(key)
             if mapping is None:
@@ -147,7 +147,7 @@ class Request:
             seen = {}
             for selector in mapping:
                 try:
-                    rec = resolver.resolve(selector, require_mq=key == "weights")
+                    rec = self.resolver.resolve(selector, require_mq=key == "weights")
                 except DeviceError as e:
                     self.errors.append("io.%s: %s" % (key, e.message))
                     continue
@@ -172,7 +172,7 @@ class Request:
                     % (rec.name, IOCOST_MODULE))
         # The default weight acts on every disk the group reads or writes; overrides on their disks.
         used = [self.records[s] for s in self.io.get("weights", {}) if s in self.records] if "weight" not in self.io \
-            else [d for d in DeviceResolver(self.fs).list_disks() if d.has_mq]
+            else [d for d in self.resolver.list_disks() if d.has_mq]
         if used and not any((qos.get(r.majmin) or {}).get("enable") == 1 for r in used):
             names = ", ".join(sorted(r.name for r in used))
             self.warnings.append(
@@ -241,7 +241,7 @@ class Request:
             weight = 100 if "IOWeight" in dict(sd.parse_dropin(previous)) else kernel.get("default", 100)
         else:
             weight = expected.get("default", kernel.get("default", 100))
-        disks = dict((d.majmin, d) for d in DeviceResolver(self.fs).list_disks())
+        disks = dict((d.majmin, d) for d in self.resolver.list_disks())
         live = []
         for dev in sorted(d for d in kernel if d != "default" and d not in configured):
             try:
@@ -264,9 +264,10 @@ class Request:
         return live
 
     def _majmin_of(self, path):
-        real = self.fs.realpath(path)
-        name = real.rsplit("/", 1)[-1]
-        return (self.fs.read("/sys/block/%s/dev" % name) or "").strip() or path
+        try:
+            return self.resolver.resolve(path).majmin
+        except DeviceError:
+            return path   # a disk that is gone: nothing in the kernel file can match it
 
     def cgroupfs_settings(self):
         path = resolve(self.name)
