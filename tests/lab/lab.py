@@ -59,6 +59,11 @@ HOST_TOOLS = {
     "ssh-keygen": "openssh-client",
 }
 BUILD_TOOLS = ("mmdebstrap", "mkfs.ext4", "ssh-keygen")
+MMDEBSTRAP_TRIES = 3
+# apt's words for a transient mirror or network problem
+DOWNLOAD_FAILURES = ("Failed to fetch", "Hash Sum mismatch", "File has unexpected size",
+                     "Temporary failure", "Could not resolve", "Connection timed out",
+                     "Connection failed", "Undetermined Error", "Unable to fetch", "Mirror sync in progress")
 RUN_TOOLS = ("qemu-system-x86_64", "qemu-img", "ssh", "ssh-keygen")
 
 DEBIAN_CODENAMES = {"buster", "bullseye", "bookworm", "trixie", "forky", "duke", "sid",
@@ -407,19 +412,30 @@ def build_image(guest: str, force: bool = False) -> Path:
         # unshare is preferred (private mount namespace: nothing the package
         # scripts mount can leak to the controller); as root it needs no
         # subuids. Fall back to root mode if this kernel forbids unsharing.
+        # A mirror mid-sync or a dropped connection fails a download: that is retried (with a
+        # pause) in the same mode, anything else moves on to the next mode.
         for mode in ("unshare", "root"):
-            log(f"{guest}: mmdebstrap --mode={mode} {g['suite']} ({', '.join(sources)})")
-            logf = d / f"mmdebstrap-{mode}.log"
-            with open(logf, "w") as lf:
-                rc = subprocess.run([base[0], f"--mode={mode}", *base[1:]], check=False,
-                                    stdout=lf, stderr=subprocess.STDOUT).returncode
-            if rc == 0:
-                mode_used = mode
+            for attempt in range(1, MMDEBSTRAP_TRIES + 1):
+                log(f"{guest}: mmdebstrap --mode={mode} {g['suite']} ({', '.join(sources)})"
+                    + (f", attempt {attempt}" if attempt > 1 else ""))
+                logf = d / f"mmdebstrap-{mode}-{attempt}.log"
+                with open(logf, "w") as lf:
+                    rc = subprocess.run([base[0], f"--mode={mode}", *base[1:]], check=False,
+                                        stdout=lf, stderr=subprocess.STDOUT).returncode
+                if rc == 0:
+                    mode_used = mode
+                    break
+                text = logf.read_text(errors="replace")
+                log(f"{guest}: mmdebstrap --mode={mode} failed (rc={rc}); tail of {logf}:")
+                sys.stderr.write("".join(text.splitlines(True)[-15:]))
+                if rootfs.exists():
+                    _rmtree_no_mounts(rootfs)
+                if not any(m in text for m in DOWNLOAD_FAILURES) or attempt == MMDEBSTRAP_TRIES:
+                    break
+                log(f"{guest}: a download failed; trying again in {30 * attempt} s")
+                time.sleep(30 * attempt)
+            if mode_used:
                 break
-            log(f"{guest}: mmdebstrap --mode={mode} failed (rc={rc}); tail of {logf}:")
-            sys.stderr.write("".join(logf.read_text(errors="replace").splitlines(True)[-15:]))
-            if rootfs.exists():
-                _rmtree_no_mounts(rootfs)
         if mode_used is None:
             die(f"{guest}: mmdebstrap failed in both unshare and root mode")
         timings["mmdebstrap_s"] = round(time.monotonic() - t0, 1)
@@ -735,15 +751,21 @@ def ssh_master_stop(st: dict) -> None:
         os.unlink(ctl)
 
 
+def _serial_tail(inst: Instance, lines: int = 30) -> str:
+    log_path = inst.run / "serial.log"
+    if not log_path.exists():
+        return ""
+    return "".join(log_path.read_text(errors="replace").splitlines(True)[-lines:])
+
+
 def wait_ssh(st: dict, timeout: float, inst: Instance, cmd: str = "cat /proc/sys/kernel/random/boot_id",
-             not_equal: str | None = None) -> str:
-    """Poll until `cmd` answers over SSH (and differs from not_equal); return its output."""
+             not_equal: str | None = None, fatal: bool = True) -> str | None:
+    """Poll until `cmd` answers over SSH (and differs from not_equal); return its output.
+    Without `fatal`, a timeout returns None (the caller retries the boot)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not _pid_alive(st["pid"]):
-            tail = "".join((inst.run / "serial.log").read_text(errors="replace").splitlines(True)[-30:]) \
-                if (inst.run / "serial.log").exists() else ""
-            die(f"QEMU (pid {st['pid']}) exited while waiting for SSH; serial log tail:\n{tail}")
+            die(f"QEMU (pid {st['pid']}) exited while waiting for SSH; serial log tail:\n{_serial_tail(inst)}")
         try:
             r = ssh_run(st, cmd, timeout=20, mux=False)
             if r.returncode == 0 and r.stdout.strip() and r.stdout.strip() != not_equal:
@@ -751,9 +773,12 @@ def wait_ssh(st: dict, timeout: float, inst: Instance, cmd: str = "cat /proc/sys
         except subprocess.TimeoutExpired:
             pass
         time.sleep(1)
-    die(f"no SSH answer from {inst.name} on 127.0.0.1:{st['port']} within {timeout:.0f} s "
-        f"(serial log: {inst.run / 'serial.log'}); the VM is left running for inspection, "
-        f"`lab.py down {inst.name}` stops it")
+    msg = (f"no SSH answer from {inst.name} on 127.0.0.1:{st['port']} within {timeout:.0f} s "
+           f"(serial log: {inst.run / 'serial.log'}); tail:\n{_serial_tail(inst)}")
+    if not fatal:
+        log(msg)
+        return None
+    die(msg + f"\nthe VM is left running for inspection, `lab.py down {inst.name}` stops it")
 
 
 def find_custom_kernel() -> Path:
@@ -823,6 +848,28 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool) 
     return args
 
 
+def _start_qemu(inst: Instance, common: list[str]) -> tuple[int, dict]:
+    """Start the daemonized QEMU with an SSH forward on a free loopback port."""
+    for _ in range(3):
+        port = free_port()
+        # restrict=on: the guest reaches nothing; only the SSH forward, on loopback.
+        argv = common + ["-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22"]
+        t0 = time.monotonic()
+        r = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if r.returncode == 0:
+            break
+        if "hostfwd" in r.stderr or "forwarding" in r.stderr:
+            log(f"port {port} taken meanwhile, retrying")
+            continue
+        die(f"QEMU failed to start (rc={r.returncode}):\n{r.stderr}\ncommand: {shlex.join(argv)}")
+    else:
+        die("could not find a free port for the SSH forward")
+    pid = _read_int(inst.pidfile)
+    if not pid or not inst._is_ours(pid):
+        die(f"QEMU started but pid file {inst.pidfile} is unusable")
+    return port, {"pid": pid, "port": port, "started_at": time.time(), "argv": argv, "t0": t0}
+
+
 def cmd_up(a) -> None:
     ensure_host_tools(RUN_TOOLS)
     recipe = load_recipe()
@@ -884,35 +931,30 @@ def cmd_up(a) -> None:
             "-serial", f"file:{inst.run / 'serial.log'}",
             "-pidfile", str(inst.pidfile), "-daemonize",
         ]
-        for attempt in range(3):
-            port = free_port()
-            # restrict=on: the guest reaches nothing; only the SSH forward, on loopback.
-            argv = common + ["-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22"]
-            t0 = time.monotonic()
-            r = subprocess.run(argv, capture_output=True, text=True, check=False)
-            if r.returncode == 0:
-                break
-            if "hostfwd" in r.stderr or "forwarding" in r.stderr:
-                log(f"port {port} taken meanwhile, retrying")
-                continue
-            die(f"QEMU failed to start (rc={r.returncode}):\n{r.stderr}\ncommand: {shlex.join(argv)}")
-        else:
-            die("could not find a free port for the SSH forward")
-        pid = _read_int(inst.pidfile)
-        if not pid or not inst._is_ours(pid):
-            die(f"QEMU started but pid file {inst.pidfile} is unusable")
-        st = {
-            "name": inst.name, "guest": a.guest, "pid": pid, "port": port, "key": str(key),
+        st_base = {
+            "name": inst.name, "guest": a.guest, "key": str(key),
             "accel": accel, "kernel": str(kernel), "initrd": str(initrd) if initrd else None,
             "append": append, "multipath": a.multipath, "renumber": a.renumber,
             "image": str(img), "overlay": str(overlay), "qmp": str(qmp_sock),
             "serial_log": str(inst.run / "serial.log"), "instance_dir": str(inst.dir),
-            "started_at": time.time(), "argv": argv,
         }
-        write_json(inst.state_file, st)
-        log(f"{inst.name}: QEMU pid {pid} ({accel}), ssh on 127.0.0.1:{port}; waiting for SSH")
-        wait_ssh(st, a.timeout, inst)
-        st["boot_to_ssh_s"] = round(time.monotonic() - t0, 1)
+        for boot in range(1, a.boot_attempts + 1):
+            port, st = _start_qemu(inst, common)
+            write_json(inst.state_file, {**st_base, **st})
+            log(f"{inst.name}: QEMU pid {st['pid']} ({accel}), ssh on 127.0.0.1:{port}; waiting for SSH "
+                f"(boot {boot} of {a.boot_attempts})")
+            if wait_ssh({**st_base, **st}, a.timeout, inst, fatal=boot == a.boot_attempts) is not None:
+                break
+            # A TCG boot that never reaches SSH (seen once in CI): power it off and boot again from
+            # a fresh root overlay - the hung boot's overlay was never flushed.
+            _stop_qemu(inst, st["pid"], str(qmp_sock))
+            inst._keep_serial_log()
+            (inst.run / "serial.log").unlink(missing_ok=True)
+            overlay.unlink(missing_ok=True)
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", backing,
+                            "-F", "raw", str(overlay)], check=True)
+        st = {**st_base, **st}
+        st["boot_to_ssh_s"] = round(time.monotonic() - st.pop("t0"), 1)
         ssh_master_start(st)
         info = ssh_run(st, "uname -r; systemctl --version | head -1").stdout.split("\n")
         st["uname_r"], st["systemd"] = info[0].strip(), (info[1].split() + ["", ""])[1]
@@ -1137,6 +1179,8 @@ def main(argv=None) -> None:
     s.add_argument("--kernel", default="debian",
                    help="debian (the image's, with initrd), custom (shared/lab-kernels 6.1), or a bzImage path")
     s.add_argument("--timeout", type=float, default=420, help="seconds to wait for SSH")
+    s.add_argument("--boot-attempts", type=int, default=1,
+                   help="power-cycle and boot again (fresh root overlay) when SSH does not answer in time")
     s.add_argument("--verify", action="store_true", help="re-hash the cached image before booting")
     s.set_defaults(func=cmd_up)
     s = sub.add_parser("ssh", help="run a command in the guest: ssh NAME -- CMD...")
