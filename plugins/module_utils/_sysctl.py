@@ -41,33 +41,30 @@ Names
     mapping raises a warning, and results are keyed by the debugfs name. When the kernel still
     has the sysctl (before 5.13, with ``CONFIG_SCHED_DEBUG``), the old name stays a plain sysctl.
 
-Kernel behaviour this relies on, read in kernel sources but NOT YET OBSERVED (to be proven in the
-lab on 6.1 / 6.12 / an EEVDF kernel):
+Kernel behaviour this relies on, observed on Debian 12 (6.1.0-57) and Debian 13 (6.12.118) in the
+lab (tests/lab, 2 vCPUs, 4 KiB pages):
 
-1. ``mm/page-writeback.c``: writing ``vm.dirty_bytes`` sets ``vm.dirty_ratio`` to 0 and the other
-   way round. ``dirty_ratio`` clears ``dirty_bytes`` only when the ratio CHANGES, so writing 0
-   while the ratio already reads 0 leaves ``dirty_bytes`` in force. ``dirty_background_ratio``
-   clears ``dirty_background_bytes`` on every write.
-2. ``dirty_bytes`` below two pages and ``dirty_background_bytes`` of 0 fail with EINVAL.
-   ``proc_doulongvec_minmax`` has returned EINVAL for out-of-range values since 2019. The
-   project's kernel-abi.md §12 says "ignored (old value kept)", which was the older behaviour.
-   Values of more than 2^32-1 pages fail with ERANGE (recent kernels).
-3. Integer sysctls parse with base 0 (``proc_get_long`` -> ``strtoul_lenient(.., 0, ..)``), so
-   ``010`` is 8 and ``0x10`` is 16. Values like these are refused when the sysctl reads as
-   integers.
-4. The debugfs sched tunables are plain ``debugfs_create_u32`` files. Writes are not range
-   checked, and above 2^32-1 they are truncated (refused here). Read-back is the decimal value.
-   ``tunable_scaling`` takes 0..2.
-5. ``base_slice_ns`` (and ``min_granularity_ns`` before 6.6) is recomputed from the kernel's
-   normalised default (``update_sysctl()``) on CPU hotplug and when ``tunable_scaling`` is
-   written. ``tunable_scaling`` is therefore written first, and a live value can silently revert
-   after hotplug.
-6. systemd-tmpfiles ``w`` lines run from systemd-tmpfiles-setup.service, which is not ordered
-   after ``sys-kernel-debug.mount``. Whether the line finds debugfs mounted at boot must be
-   checked on the lab images.
+1. Writing ``vm.dirty_bytes`` sets ``vm.dirty_ratio`` to 0 and the other way round. Writing 0 to
+   ``dirty_ratio`` while it already reads 0 leaves ``dirty_bytes`` in force; writing 0 to
+   ``dirty_background_ratio`` clears ``dirty_background_bytes`` even when the ratio already reads 0.
+2. ``dirty_bytes`` of 4096 (below two pages) and ``dirty_background_bytes`` of 0 fail with EINVAL,
+   and so does ``dirty_ratio`` 101: the old value stays (kernel-abi.md §12 says "ignored", which
+   was older kernels' behaviour). 6.1 and 6.12 take ``dirty_bytes`` 2^64-1; more than 2^32-1
+   pages overflows the kernel's page counts and newer kernels refuse it (ERANGE), so it is refused
+   here.
+3. Integer sysctls parse with base 0: ``010`` > vm.swappiness reads back 8, ``0x10`` reads 16.
+   Such values are refused when the sysctl reads as integers.
+4. The debugfs sched tunables parse with base 0 too (``010`` reads 8), refuse ``-1`` and words
+   (EINVAL), and silently truncate above 2^32-1 (4294967296 reads 0): values are validated and
+   written in decimal. ``tunable_scaling`` refuses 3 (EINVAL).
+5. Writing ``tunable_scaling`` does not change ``min_granularity_ns`` / ``base_slice_ns``, and an
+   offline/online cycle of CPU 1 left a written value in place on both kernels.
+6. systemd-tmpfiles ``w`` lines run from systemd-tmpfiles-setup.service (After=local-fs.target).
+   A stock install mounts debugfs with the static sys-kernel-debug.mount (DefaultDependencies=no),
+   which nothing orders before it, so :data:`TMPFILES_DROPIN` orders it.
 7. systemd-sysctl applies the files in file-name order and moves a re-assigned key to the end,
-   so a later file (``99-sysctl.conf`` -> ``/etc/sysctl.conf`` on Debian) wins at boot.
-   :func:`boot_overrides` warns about these files.
+   so a later file wins at boot. Debian 12 links ``/etc/sysctl.d/99-sysctl.conf`` to
+   ``/etc/sysctl.conf``; Debian 13 has neither. :func:`boot_overrides` warns about such files.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -90,6 +87,13 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile im
 
 SYSCTL_CONF = "/etc/sysctl.d/90-aiinfra-io-isolation.conf"
 TMPFILES_CONF = "/etc/tmpfiles.d/aiinfra-io-isolation-sched.conf"
+# systemd-tmpfiles-setup.service (After=local-fs.target) is not ordered after the static
+# sys-kernel-debug.mount (DefaultDependencies=no, Before=sysinit.target) on a stock install, so the
+# 'w' lines could run before debugfs is mounted. This drop-in orders them; it only matters at boot.
+TMPFILES_DROPIN = "/etc/systemd/system/systemd-tmpfiles-setup.service.d/50-aiinfra-io-isolation-debugfs.conf"
+TMPFILES_DROPIN_BODY = ("# The scheduler tunables in %s are debugfs files: write them after debugfs is mounted.\n"
+                        "[Unit]\nWants=sys-kernel-debug.mount\nAfter=sys-kernel-debug.mount\n" % TMPFILES_CONF)
+SYSTEMD_RUNNING = "/run/systemd/system"
 OWNER = "aiinfra.io_isolation.sysctl"
 PROC_SYS = "/proc/sys"
 DEBUGFS_MOUNT = "/sys/kernel/debug"
@@ -123,6 +127,7 @@ MOVED_TO_DEBUGFS = {
     "kernel.sched_nr_migrate": ((MOVED_IN, None, "nr_migrate"),),
     "kernel.sched_tunable_scaling": ((MOVED_IN, None, "tunable_scaling"),),
 }
+RENAMED_IN_EEVDF = (("min_granularity_ns", "base_slice_ns"),)
 # debugfs sched files that are not integer tunables (strings, Y/N, read-only dumps).
 DEBUGFS_NOT_INTEGER = ("features", "preempt", "verbose", "debug")
 # Value ranges of known debugfs sched files (debugfs_create_u32 truncates above 2^32-1).
@@ -137,7 +142,7 @@ DEBUGFS_RANGES = {
 }
 SYSCTL_ORDER = 0
 DEBUGFS_ORDER = 100
-SCALING_ORDER = 90   # tunable_scaling rewrites base_slice_ns: write it first
+SCALING_ORDER = 90   # tunable_scaling before the tunables it scales (no effect on them observed, see 5)
 
 _BAD_NAME = re.compile(r"[\s=*?\[\]\x00-\x1f\x7f]")
 _GLOB = re.compile(r"[*?\[]")
@@ -300,7 +305,7 @@ def base0_problems(name):
     """validate(desired, current) for integer sysctls: the kernel parses them with base 0.
 
     Only applies when the current read-back is all integers (a text sysctl takes '010' as is).
-    To be proven in the lab: ``echo 010 > vm/swappiness`` reads back 8.
+    Observed on 6.1 and 6.12: ``echo 010 > vm/swappiness`` reads back 8.
     """
     def check(desired, current):
         if not desired or not current or not all(_INTEGER.match(t) for t in current.split()):
@@ -330,7 +335,8 @@ def pair_value_problems(name, tokens, page_size):
     if number < minimum:
         return ["%s: %d is below two pages (%d bytes); the kernel refuses it (EINVAL)" % (name, number, minimum)]
     if -(-number // page_size) > codecs.U32_MAX:
-        return ["%s: %d is more than 2^32-1 pages; the kernel refuses it (ERANGE)" % (name, number)]
+        return ["%s: %d is more than 2^32-1 pages: it overflows the kernel's page counts (6.1 and 6.12 take it, "
+                "newer kernels refuse it with ERANGE); give a smaller value" % (name, number)]
     return []
 
 
@@ -631,6 +637,10 @@ def _resolve_debugfs(host, raw, comps, state, tokens):
     if not fs.exists(path) or fs.isdir(path):
         have = sorted(e for e in fs.listdir(SCHED_DIR) if not fs.isdir(SCHED_DIR + "/" + e))
         close = difflib.get_close_matches(comps[-1], have, n=2, cutoff=0.6)
+        renamed = [new for old, new in RENAMED_IN_EEVDF if comps[-1] == old and new in have]
+        if renamed:
+            raise _Refused("%s: this kernel (%s) has no %s: EEVDF (6.6) renamed it; did you mean %s?" % (
+                raw, host.release, path, dotted(comps[:-1] + renamed)))
         raise _Refused("%s: this kernel has no %s%s (it has: %s)" % (
             raw, path, "; did you mean %s?" % " or ".join(dotted(comps[:-1] + [c]) for c in close) if close else "",
             ", ".join(have) or "nothing"))
@@ -843,6 +853,11 @@ def settings(fs, params, release=None, page_size=None):
             managed, entries = _persisted_file(fs, path, mine, parse, render, adopt, warnings)
             out.append(managed)
             info["persisted"][path] = entries
+            if path == TMPFILES_CONF and fs.isdir(SYSTEMD_RUNNING):
+                body = stamped(TMPFILES_DROPIN_BODY, OWNER) if entries else None
+                out.append(ManagedFile(TMPFILES_DROPIN, body, adopt=adopt))
+                if entries:
+                    info["persisted"][TMPFILES_DROPIN] = {}
         kept = [t.name for t in targets if t.kind != "debugfs" and t.state == "present"]
         if kept:
             warnings.extend(boot_overrides(fs, kept))
