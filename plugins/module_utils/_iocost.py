@@ -24,7 +24,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     ManagedFile, PersistError, slug, stamped, udev_match,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Reconciler
 
 ROOT = "/sys/fs/cgroup"
 HELPER = "/usr/local/libexec/aiinfra-io_isolation/iocost-apply"
@@ -181,3 +181,48 @@ def settings(record, params):
         elif state == "absent" and path:
             out.append(ManagedFile(path, None, adopt=params.get("adopt")))
     return out, errors, persisted
+
+
+ENTRY_KEYS = ("device", "model", "qos", "state", "keep_enabled")
+
+
+def entries(params):
+    """The module's request as a list of per-disk params: O(device) alone, or each O(devices) entry
+    (O(state), O(keep_enabled), O(persist) and O(adopt) given at the top level are their defaults)."""
+    common = dict((k, params.get(k)) for k in ("state", "keep_enabled", "persist", "adopt"))
+    if params.get("device") is not None:
+        return [dict(common, device=params["device"], model=params.get("model"), qos=params.get("qos"))]
+    out = []
+    for entry in params.get("devices") or []:
+        merged = dict(common)
+        merged.update(dict((k, v) for k, v in entry.items() if v is not None))
+        out.append(merged)
+    return out
+
+
+def reconcile(fs, resolver, params, check_mode):
+    """Every requested disk in ONE engine run (a refusal on one disk restores the others).
+
+    Returns (result, warnings): result has changed, diff, and per disk device/model/qos/persisted_to.
+    """
+    requests = entries(params)
+    records = resolver.resolve_many([r["device"] for r in requests], require_mq=True)
+    all_settings, errors, per_disk, helper_added = [], [], [], False
+    for record, request in zip(records, requests):
+        settings_, errs, persisted = settings(record, request)
+        for s in settings_:
+            # the udev helper is one file for every disk
+            if getattr(s, "path", None) == HELPER:
+                if helper_added:
+                    continue
+                helper_added = True
+            all_settings.append(s)
+        errors.extend(errs)
+        per_disk.append((record, request, persisted))
+    result = Reconciler(fs, check_mode=check_mode).run(all_settings, errors)
+    warnings, disks = [], []
+    for record, request, persisted in per_disk:
+        warnings.extend(class_warnings(record, request.get("model")))
+        model, qos = held(fs, record.majmin)
+        disks.append({"device": record.as_dict(), "model": model, "qos": qos, "persisted_to": persisted})
+    return {"changed": result["changed"], "diff": result["diff"], "disks": disks}, warnings

@@ -29,9 +29,41 @@ author:
 extends_documentation_fragment:
   - aiinfra.io_isolation.attributes
   - aiinfra.io_isolation.attributes.RECONCILE
-  - aiinfra.io_isolation.device
   - aiinfra.io_isolation.persist
 options:
+  device:
+    description:
+      - The whole disk to manage, with O(model) and O(qos).
+      - Accepts a kernel name (V(nvme0n1)), a C(/dev) path, a C(/dev/disk/by-id/) or C(/dev/disk/by-path/) link,
+        a WWN or EUI, a serial number, or V(MAJ:MIN). Resolved to the whole-disk C(MAJ:MIN) at run time; the
+        persisted rule is keyed by the disk's stable identity (WWN or serial).
+      - Exactly one of O(device) and O(devices) is required.
+    type: str
+  devices:
+    description:
+      - Several disks in one call (one remote round trip), each with its own settings. All of them are validated
+        before the first write, and a refusal on one disk restores what the call changed on the others.
+      - O(state), O(keep_enabled), O(persist) and O(adopt) given at the top level are the defaults of every entry.
+    type: list
+    elements: dict
+    suboptions:
+      device:
+        description: The disk, in any form O(device) accepts.
+        type: str
+        required: true
+      model:
+        description: As O(model).
+        type: dict
+      qos:
+        description: As O(qos).
+        type: dict
+      state:
+        description: As O(state).
+        type: str
+        choices: [present, absent]
+      keep_enabled:
+        description: As O(keep_enabled).
+        type: bool
   state:
     description:
       - V(present) sets the model and QoS; V(absent) returns the disk to kernel control (C(ctrl=auto) for both files
@@ -103,6 +135,15 @@ EXAMPLES = r"""
     model:
       ctrl: auto
 
+- name: Two disks in one call - a calibrated model on one, the kernel's class on the other
+  aiinfra.io_isolation.iocost:
+    devices:
+      - device: S6EWNS0W123456
+        model: {rbps: 2GB, rseqiops: 100000, rrandiops: 100000, wbps: 1GB, wseqiops: 50000, wrandiops: 50000}
+        qos: {rpct: 95, rlat: 5000, wpct: 95, wlat: 5000, min: 50, max: 150}
+      - device: S6EWNS0W654321
+        model: {ctrl: auto}
+
 - name: Give the disk back to the kernel and drop the persisted rule
   aiinfra.io_isolation.iocost:
     device: S6EWNS0W123456
@@ -110,21 +151,28 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+devices:
+  description: One entry per disk, in request order, with RV(device), RV(model), RV(qos) and RV(persisted_to) for it.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{device: {name: nvme0n1, majmin: "259:0"}, model: {ctrl: auto, model: linear}, qos: {enable: 1, ctrl: auto},
+            persisted_to: []}]
 device:
   description: The disk the selector resolved to, as C(io_facts) reports it.
-  returned: success
+  returned: with O(device)
   type: dict
   sample: {name: nvme0n1, majmin: "259:0", kind: nvme, serial: lab-nvme-a, rotational: false,
            stable_id: "wwn:nvme.1b36-6c61622d6e766d652d61-51454d55204e564d65204374726c-00000001"}
 model:
   description: What C(io.cost.model) holds for the disk now (V(null) if iocost was never initialised on it).
-  returned: success
+  returned: with O(device)
   type: dict
   sample: {ctrl: user, model: linear, rbps: 2000000000, rseqiops: 100000, rrandiops: 100000, wbps: 1000000000,
            wseqiops: 50000, wrandiops: 50000}
 qos:
   description: What C(io.cost.qos) holds for the disk now.
-  returned: success
+  returned: with O(device)
   type: dict
   sample: {enable: 1, ctrl: user, rpct: "95.00", rlat: 5000, wpct: "95.00", wlat: 5000, min: "50.00", max: "150.00"}
 persisted_to:
@@ -143,19 +191,27 @@ diff:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import DEVICE, PERSIST, merge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, fail_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError, fail_module
+
+STATE = {"type": "str", "choices": ["present", "absent"]}
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=merge(DEVICE, PERSIST,
-                            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+        argument_spec=merge(PERSIST,
+                            device={"type": "str"},
+                            devices={"type": "list", "elements": "dict", "options": {
+                                "device": {"type": "str", "required": True}, "model": {"type": "dict"},
+                                "qos": {"type": "dict"}, "state": STATE, "keep_enabled": {"type": "bool"}}},
+                            state=dict(STATE, default="present"),
                             model={"type": "dict"}, qos={"type": "dict"},
                             keep_enabled={"type": "bool", "default": False}),
+        mutually_exclusive=[("device", "devices"), ("devices", "model"), ("devices", "qos")],
+        required_one_of=[("device", "devices")],
         supports_check_mode=True,
     )
     fs = KernelFS()
@@ -163,18 +219,20 @@ def main():
         problem = require_iocost(fs)
         if problem:
             module.fail_json(msg=problem)
-        record = DeviceResolver(fs).resolve(module.params["device"], require_mq=True)
-        settings, errors, persisted = _iocost.settings(record, module.params)
-        result = Reconciler(fs, check_mode=module.check_mode).run(settings, errors)
+        result, warnings = _iocost.reconcile(fs, DeviceResolver(fs), module.params, module.check_mode)
     except DeviceError as e:
         module.fail_json(msg=str(e))
     except (ReconcileError, KernelFileError) as e:
         fail_module(module, e)
-    for warning in _iocost.class_warnings(record, module.params.get("model")):
+    for warning in warnings:
         module.warn(warning)
-    model, qos = _iocost.held(fs, record.majmin)
-    module.exit_json(changed=result["changed"], diff=result["diff"], device=record.as_dict(), model=model, qos=qos,
-                     persisted_to=persisted)
+    disks = result.pop("disks")
+    if module.params["device"] is not None:
+        result.update(disks[0])
+    else:
+        result["devices"] = disks
+        result["persisted_to"] = [path for disk in disks for path in disk["persisted_to"]]
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -190,3 +190,48 @@ def test_kernel_refusal_restores_and_reports(lab):
 def test_persist_false_writes_no_files(lab):
     result = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS, persist=False)
     assert result["changed"] and result["persisted_to"] == [] and etc_files(lab) == []
+
+
+def test_several_disks_in_one_call(lab):
+    result = lab.run(devices=[{"device": "lab-nvme-a", "model": MODEL, "qos": QOS},
+                              {"device": "/dev/nvme1n1", "model": {"ctrl": "auto"}}])
+    assert not result.get("failed"), result
+    assert [d["device"]["majmin"] for d in result["devices"]] == ["259:0", "259:1"]
+    assert result["devices"][0]["qos"]["rlat"] == 5000 and result["devices"][1]["model"]["ctrl"] == "auto"
+    assert result["devices"][1]["qos"]["enable"] == 1
+    rules = [p for p in result["persisted_to"] if p.startswith("/etc/udev/rules.d/")]
+    assert len(rules) == 2 and all(os.path.exists(lab.sim.path(p)) for p in rules)
+    assert "device" not in result and "model" not in result
+    # one udev helper for both disks, written once
+    assert sum(1 for k in result["diff"]["after"] if k == _iocost.HELPER) == 1
+    lab.sim.writes[:] = []
+    again = lab.run(devices=[{"device": "lab-nvme-a", "model": MODEL, "qos": QOS},
+                             {"device": "lab-nvme-b", "model": {"ctrl": "auto"}}])
+    assert again["changed"] is False and lab.sim.writes == []
+    gone = lab.run(devices=[{"device": "lab-nvme-a"}, {"device": "lab-nvme-b"}], state="absent")
+    assert gone["changed"] and [d["qos"]["enable"] for d in gone["devices"]] == [0, 0]
+    assert not any(os.path.exists(lab.sim.path(p)) for p in rules)
+
+
+def test_a_refusal_on_one_disk_restores_the_other(lab):
+    lab.kernel.refuse_qos = "259:1"
+    result = lab.run(devices=[{"device": "lab-nvme-a", "model": MODEL, "qos": QOS},
+                              {"device": "lab-nvme-b", "qos": QOS}])
+    assert result["failed"] and "259:1" in result["msg"] and "restored" in result["msg"]
+    assert lab.kernel.qos["259:0"]["enable"] == 0 and lab.kernel.model["259:0"]["ctrl"] == "auto"
+    assert etc_files(lab) == []
+
+
+@pytest.mark.parametrize("args, words", [
+    ({"devices": [{"device": "lab-nvme-a"}, {"device": "/dev/nvme0n1"}]}, "list each disk once"),
+    ({"devices": [{"device": "lab-nvme-a"}, {"device": "vda1"}]}, "partition"),
+    ({"devices": [{"device": "lab-nvme-a"}, {"device": "lab-nvme-b", "qos": {"rpct": 101}}]}, "rpct"),
+    ({"devices": [{"device": "nvme0n1;reboot"}]}, "nvme0n1;reboot"),
+    ({"device": "lab-nvme-a", "devices": [{"device": "lab-nvme-b"}]}, "mutually exclusive"),
+    ({"devices": [{"device": "lab-nvme-a"}], "model": MODEL}, "mutually exclusive"),
+    ({"state": "present"}, "one of the following is required"),
+])
+def test_bad_multi_disk_requests_write_nothing(lab, args, words):
+    result = lab.run(**args)
+    assert result["failed"] and words in result["msg"], result["msg"]
+    assert lab.sim.writes == [] and etc_files(lab) == []
