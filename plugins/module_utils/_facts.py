@@ -174,6 +174,23 @@ def _cgroup(reader, name, caps):
     return {"name": name, "path": path, "exists": True, "files": files}
 
 
+def _host(reader):
+    """Memory and CPU counts the roles size things by (memory protection as a share of RAM, queue counts)."""
+    mem = None
+    for line in (reader.text("/proc/meminfo") or "").splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "MemTotal:" and fields[1].isdigit():
+            mem = int(fields[1]) * 1024 if len(fields) < 3 or fields[2] == "kB" else int(fields[1])
+    cpus = {}
+    for kind in ("online", "possible"):
+        text = reader.text("/sys/devices/system/cpu/" + kind)
+        try:
+            cpus[kind] = len(codecs.CPU_LIST.parse(text)) if text else None
+        except codecs.CodecError:
+            cpus[kind] = None
+    return {"memory_bytes": mem, "cpus_online": cpus["online"], "cpus_possible": cpus["possible"]}
+
+
 def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, systemd_version=None, which=None):
     """All io_facts in one dict: capabilities, devices, nvme, cgroups, pressure, warnings."""
     reader = Reader(fs)
@@ -193,6 +210,7 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
                                  "hw_queues": hw_by_name[rec.name], "iocost": _iocost(model, qos, rec.majmin)}
         flat.append(identity)
     pressure = dict((res, reader.parsed("/proc/pressure/" + res, codecs.Psi(res))) for res in ("io", "memory", "cpu"))
+    host = _host(reader)
     parameters = dict((p, reader.text("/sys/module/nvme/parameters/" + p)) for p in NVME_PARAMETERS)
     return {
         "capabilities": caps,
@@ -203,5 +221,6 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
         else dict((name, {"name": name, "exists": False, "error": "cgroup v2 is not the unified hierarchy on this host"})
                   for name in cgroups),
         "pressure": dict((res, v) for res, v in pressure.items() if v is not None),
+        "host": host,
         "warnings": reader.warnings,
     }

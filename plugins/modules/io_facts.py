@@ -158,6 +158,11 @@ ansible_facts:
           type: dict
           sample: {io: {some: {avg10: 0.09, avg60: 0.1, avg300: 0.06, total: 498019},
                         full: {avg10: 0.09, avg60: 0.04, avg300: 0.0, total: 230984}}}
+        host:
+          description: Memory and CPU counts, for sizing memory protection as a share of RAM and NVMe queue counts.
+          returned: always
+          type: dict
+          sample: {memory_bytes: 2062270464, cpus_online: 2, cpus_possible: 2}
         warnings:
           description: Files that could not be read or parsed (for example debugfs without root).
           returned: always

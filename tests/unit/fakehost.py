@@ -128,6 +128,7 @@ class FakeHost:
         for f in ("online", "possible", "present"):
             self.write("/sys/devices/system/cpu/" + f, cpus)
         self.write("/proc/sys/kernel/osrelease", kernel)
+        self.write("/proc/meminfo", "MemTotal:        2013936 kB\nMemFree:          1234567 kB\n")
         self.write("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-%s root=/dev/vda1 ro quiet" % kernel)
         if psi:
             for res in ("io", "memory", "cpu"):

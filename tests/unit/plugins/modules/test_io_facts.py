@@ -78,6 +78,8 @@ def test_facts_on_a_lab_like_host(tmp_path, run):
     assert f["cgroups"]["training.slice"] == {"name": "training.slice", "path": "/sys/fs/cgroup/training.slice",
                                               "exists": False}
     assert f["pressure"]["io"]["some"]["total"] == 0
+    assert f["host"] == {"memory_bytes": 2013936 * 1024, "cpus_online": 2, "cpus_possible": 2}
+    assert f["warnings"] == []
 
 
 def test_poll_queues_are_seen_in_the_split(tmp_path, run):
