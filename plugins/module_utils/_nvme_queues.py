@@ -1,0 +1,808 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The nvme (PCIe) driver's queue split: poll_queues, write_queues, io_queue_depth.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+The three values are module parameters of ``nvme`` (``drivers/nvme/host/pci.c``). The driver
+reads them when a controller sets up its I/O queues: at probe (boot, module load) and at a
+controller reset. The blk-mq tag set, including whether it has a poll map at all, is built only
+at probe. This module therefore:
+
+* persists the values as ``options nvme ...`` in ONE owned, stamped file, :data:`CONF_PATH`
+  (read by modprobe when the module loads), or, when nvme is built into the kernel, reports the
+  ``nvme.<param>=`` kernel arguments that are needed (boot loader files are never edited);
+* checks whether the booted kernel's initramfs carries ``nvme.ko`` (then modprobe runs from the
+  initramfs and sees the initramfs's copy of ``/etc/modprobe.d``): the initramfs is rebuilt only
+  behind an opt-in, otherwise the need is reported;
+* changes the running driver only behind an opt-in (``reset_controllers``) and only where the
+  reset is proven safe from the map every controller holds now (:func:`runtime_problems`);
+  otherwise it reports ``reboot_required`` and touches neither the parameters nor a controller;
+* reads back the hardware-queue map per controller and namespace: each hctx's ``cpu_list``
+  (sysfs), its type default/read/poll (debugfs ``hctxN/type``, or the driver's kernel-log line
+  when debugfs is not mounted; it is never mounted here), and ``queue/io_poll``.
+
+Kernel behaviour this relies on, observed in the lab (Debian 12 6.1.0-57, Debian 13 6.12, QEMU
+NVMe, 2 possible CPUs; see docs/nvme_queues.md for the commands and outputs):
+
+1. ``/sys/module/nvme/parameters/{poll,write}_queues`` refuse values above the number of possible
+   CPUs, negative values and words with EINVAL; ``io_queue_depth`` takes 2..4095 and refuses
+   0, 1, 4096 and negative values with EINVAL. A refused write leaves the old value.
+2. Boot with ``options nvme poll_queues=1`` (nvme loaded from the root filesystem): the driver logs
+   ``2/0/1 default/read/poll queues``, the namespace has three hctxs, debugfs types
+   ``default default poll``, the poll hctx's cpu_list holds every CPU, ``queue/io_poll`` reads 1.
+3. ``poll_queues=1`` written at runtime + ``reset_controller`` on a controller probed without
+   poll queues: the driver logs ``1/0/1`` but the namespace keeps two ``default`` hctxs and
+   ``io_poll`` 0, and I/O from one CPU waits for the 30 s timeout (kernel-abi.md, lab-notes).
+4. After a boot with ``poll_queues=1``, ``poll_queues=0`` + ``reset_controller`` (the direction
+   :func:`runtime_problems` allows) gives ``2/0/0``, two ``default`` hctxs, ``io_poll`` 0, no
+   stall from either CPU; the write returns after the reset (0.1-0.15 s per controller).
+5. Native multipath (6.12): the per-path disks ``nvmeXcYnZ`` carry the hctxs; the head's
+   ``io_poll`` is set when the head is created and stays 1 after the paths lost their poll
+   queues through a reset (io_uring IOPOLL on the head then fails with EOPNOTSUPP).
+6. ``modprobe nvme poll_queues=3`` on 2 CPUs fails (``could not insert 'nvme': Invalid
+   argument``): an invalid option in modprobe.d leaves the host without NVMe disks.
+7. mkinitramfs copies ``/etc/modprobe.d/*.conf`` into the image; with ``nvme.ko`` in it the
+   copy in the initramfs is what modprobe reads at boot.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import re
+import time
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_mounts
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, Setting
+
+OWNER = "aiinfra.io_isolation.nvme_queues"
+CONF_PATH = "/etc/modprobe.d/aiinfra-io-isolation-nvme.conf"
+PARAMETERS_DIR = "/sys/module/nvme/parameters"
+PARAMS = ("poll_queues", "write_queues", "io_queue_depth")
+# The driver's defaults (pci.c): what a boot without options gives.
+DEFAULTS = {"poll_queues": 0, "write_queues": 0, "io_queue_depth": 1024}
+DEPTH_MIN, DEPTH_MAX = 2, 4095
+CPU_POSSIBLE = "/sys/devices/system/cpu/possible"
+# kmod's configuration directories, in its priority order: a file name in an earlier directory
+# hides the same name in a later one; all files are then read in file-name order.
+MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.d", "/lib/modprobe.d",
+                 "/usr/lib/modprobe.d")
+NVME_KO = re.compile(r"(^|/)drivers/nvme/host/nvme\.ko(\.(xz|zst|gz))?$")
+INITRAMFS_PATHS = ("/boot/initrd.img-%s", "/boot/initramfs-%s.img")
+KLOG_LINE = re.compile(r"nvme (nvme\d+): (\d+)/(\d+)/(\d+) default/read/poll queues")
+CTRL_NAME = re.compile(r"^nvme\d+$")
+NS_NAME = re.compile(r"^nvme(\d+)(?:c\d+)?n(\d+)$")
+PATH_NS_NAME = re.compile(r"^nvme(\d+)c\d+n(\d+)$")
+RESET_TIMEOUT = 60.0
+NO_INITRAMFS = {"path": None, "tool": None, "contains_nvme": False, "includes_options": None, "mtime": None}
+STALL = "on 6.1 and 6.12 that left I/O from some CPUs waiting for the 30-second timeout on every request"
+
+
+class RequestError(Exception):
+    def __init__(self, msg, errors=None):
+        super(RequestError, self).__init__(msg)
+        self.msg = msg
+        self.errors = list(errors or [msg])
+
+
+# -- small parsers -------------------------------------------------------------------------------
+def count_cpus(text):
+    """Number of CPUs in a sysfs cpulist ('0-3,8' -> 5); None if unreadable."""
+    if text is None:
+        return None
+    try:
+        return len(codecs.CPU_LIST.parse(text))
+    except codecs.CodecError:
+        return None
+
+
+def _int_or_none(text):
+    value = (text or "").strip()
+    return int(value) if re.match(r"^-?\d+$", value) else None
+
+
+def _norm(name):
+    # kmod and the kernel treat '-' and '_' in module and parameter names alike.
+    return name.replace("-", "_")
+
+
+def parse_modprobe_options(text, module="nvme"):
+    """{param: value} of the ``options <module> ...`` lines of one modprobe.d file (last one wins)."""
+    out = {}
+    lines, pending = [], ""
+    for raw in (text or "").splitlines():
+        if raw.rstrip().endswith("\\"):
+            pending += raw.rstrip()[:-1] + " "
+            continue
+        lines.append(pending + raw)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        words = line.split()
+        if len(words) < 3 or words[0] != "options" or _norm(words[1]) != module:
+            continue
+        for word in words[2:]:
+            name, sep, value = word.partition("=")
+            if sep:
+                out[_norm(name)] = value.strip('"')
+    return out
+
+
+def parse_cmdline(text, module="nvme"):
+    """{param: value} of ``<module>.<param>=value`` kernel arguments (the last one wins)."""
+    out = {}
+    for word in (text or "").split():
+        name, sep, value = word.partition("=")
+        mod, dot, param = name.partition(".")
+        if sep and dot and _norm(mod) == module:
+            out[_norm(param)] = value.strip('"')
+    return out
+
+
+def parse_klog(text):
+    """{controller: {default, read, poll}} from the driver's last 'X/Y/Z default/read/poll queues' line."""
+    out = {}
+    for line in (text or "").splitlines():
+        m = KLOG_LINE.search(line)
+        if m:
+            out[m.group(1)] = {"default": int(m.group(2)), "read": int(m.group(3)), "poll": int(m.group(4))}
+    return out
+
+
+def render_conf(options):
+    """The owned modprobe.d file for ``{param: int}`` (only the managed parameters)."""
+    body = ("# Queue split of the nvme (PCIe) driver; modprobe reads this when the module loads (boot).\n"
+            "# A change needs a reboot, or a rebuilt initramfs first if nvme.ko is in it.\n"
+            "options nvme %s\n" % " ".join("%s=%d" % (p, options[p]) for p in PARAMS if p in options))
+    return stamped(body, OWNER)
+
+
+# -- what the host has ---------------------------------------------------------------------------
+class NvmeHost:
+    """Reads the driver, its parameters, the persisted configuration and the queue map.
+
+    Every file goes through ``fs`` (KernelFS); commands (lsinitramfs, dmesg) through ``runner``.
+    """
+
+    def __init__(self, fs, runner=None):
+        self.fs = fs
+        self.runner = runner
+        self.warnings = []
+        self._klog = None
+        self._initramfs = None
+        self.release = (fs.read("/proc/sys/kernel/osrelease") or os.uname()[2]).strip()
+        self.debugfs = next((mp for _d, mp, fstype, _o in parse_mounts(fs.read("/proc/mounts"))
+                             if fstype == "debugfs"), None)
+
+    # driver ---------------------------------------------------------------------------------
+    def possible_cpus(self):
+        return count_cpus(self.fs.read(CPU_POSSIBLE))
+
+    def driver(self):
+        """Where nvme comes from: built in, a loadable module (and its file), or missing."""
+        moddir = "/lib/modules/%s" % self.release
+        loaded = self.fs.isdir("/sys/module/nvme")
+        builtin_list = self.fs.read(moddir + "/modules.builtin") or ""
+        module_file = None
+        for line in (self.fs.read(moddir + "/modules.dep") or "").splitlines():
+            path = line.split(":", 1)[0].strip()
+            if NVME_KO.search(path):
+                module_file = path if path.startswith("/") else moddir + "/" + path
+                break
+        if any(NVME_KO.search(line.strip()) for line in builtin_list.splitlines()):
+            kind, how = "builtin", moddir + "/modules.builtin"
+        elif module_file:
+            kind, how = "module", moddir + "/modules.dep"
+        elif loaded and not self.fs.exists("/sys/module/nvme/initstate"):
+            # Built-in code with parameters gets /sys/module/<name> too, but never initstate.
+            kind, how = "builtin", "/sys/module/nvme without initstate"
+        elif loaded:
+            kind, how = "module", "/sys/module/nvme/initstate"
+        else:
+            kind, how = None, "neither %s/modules.builtin nor modules.dep lists nvme.ko" % moddir
+        return {"kind": kind, "loaded": loaded, "module_file": module_file, "detected_by": how}
+
+    def parameters(self):
+        """What the driver holds now, {param: int or None}."""
+        return dict((p, _int_or_none(self.fs.read("%s/%s" % (PARAMETERS_DIR, p)))) for p in PARAMS)
+
+    def cmdline(self):
+        return parse_cmdline(self.fs.read("/proc/cmdline"))
+
+    def modprobe_options(self):
+        """[(file, {param: value})] for nvme from every modprobe.d file kmod reads, in its order."""
+        seen = {}
+        for directory in MODPROBE_DIRS:
+            for entry in self.fs.listdir(directory):
+                if entry.endswith(".conf") and entry not in seen:
+                    seen[entry] = directory + "/" + entry
+        out = []
+        for entry in sorted(seen):
+            path = seen[entry]
+            try:
+                text = self.fs.read(path)
+            except KernelFileError as e:
+                self.warnings.append(e.message)
+                continue
+            options = parse_modprobe_options(text)
+            if options:
+                out.append((path, options))
+        return out
+
+    # initramfs ------------------------------------------------------------------------------
+    def initramfs(self, refresh=False):
+        """The booted kernel's initramfs: does it carry nvme.ko and this module's options file?
+
+        Listing it takes seconds (7 s under TCG for a 6 MB zstd image), so it is listed once per
+        call unless ``refresh``.
+        """
+        if self._initramfs is None or refresh:
+            self._initramfs = self._list_initramfs()
+        return dict(self._initramfs)
+
+    def _list_initramfs(self):
+        info = dict(NO_INITRAMFS, contains_nvme=None)
+        for pattern in INITRAMFS_PATHS:
+            if self.fs.exists(pattern % self.release):
+                info["path"] = pattern % self.release
+                break
+        if info["path"] is None:
+            info["contains_nvme"] = False
+            return info
+        info["mtime"] = os.path.getmtime(self.fs.path(info["path"]))
+        tool = None
+        if self.runner is not None:
+            for name in ("lsinitramfs", "lsinitrd"):
+                tool = self.runner.which(name)
+                if tool:
+                    break
+        if not tool:
+            self.warnings.append("cannot list %s (neither lsinitramfs nor lsinitrd is installed): whether nvme "
+                                 "loads from the initramfs is unknown" % info["path"])
+            return info
+        info["tool"] = os.path.basename(tool)
+        try:
+            _rc, out, _err = self.runner.run([tool, info["path"]])
+        except CommandError as e:
+            self.warnings.append("cannot list %s: %s" % (info["path"], e.message))
+            return info
+        # lsinitramfs prints paths; lsinitrd prints ls -l lines: the path is the last word.
+        names = set(line.split()[-1].lstrip("./") for line in out.splitlines() if line.strip())
+        info["contains_nvme"] = any(NVME_KO.search(n) for n in names)
+        info["includes_options"] = CONF_PATH.lstrip("/") in names
+        return info
+
+    # queue map ------------------------------------------------------------------------------
+    def forget_klog(self):
+        self._klog = None  # a reset logs a new queue line
+
+    def klog(self):
+        """The driver's queue-count lines from the kernel log (only read when debugfs cannot say)."""
+        if self._klog is None:
+            self._klog = {}
+            if self.runner is None:
+                return self._klog
+            for argv in (["dmesg"], ["journalctl", "--dmesg", "--boot", "--output=cat", "--no-pager"]):
+                tool = self.runner.which(argv[0])
+                if not tool:
+                    continue
+                try:
+                    _rc, out, _err = self.runner.run([tool] + argv[1:])
+                except CommandError:
+                    continue
+                self._klog = parse_klog(out)
+                break
+        return self._klog
+
+    def _hctxs(self, ns):
+        out = []
+        mq = "/sys/block/%s/mq" % ns
+        for entry in sorted((e for e in self.fs.listdir(mq) if e.isdigit()), key=int):
+            d = "%s/%s/" % (mq, entry)
+            try:
+                cpus = codecs.CPU_LIST.parse(self.fs.read(d + "cpu_list") or "")
+            except codecs.CodecError:
+                cpus = None
+            qtype = None
+            if self.debugfs:
+                try:
+                    qtype = (self.fs.read("%s/block/%s/hctx%s/type" % (self.debugfs, ns, entry)) or "").strip() or None
+                except KernelFileError:
+                    qtype = None
+            out.append({"index": int(entry), "type": qtype, "cpu_list": cpus,
+                        "nr_tags": _int_or_none(self.fs.read(d + "nr_tags"))})
+        return out
+
+    def controllers(self):
+        """{controller: record} for every NVMe controller, with its namespaces' hctx maps."""
+        out = {}
+        for ctrl in sorted(self.fs.listdir("/sys/class/nvme"), key=lambda n: int(n[4:]) if n[4:].isdigit() else -1):
+            if not CTRL_NAME.match(ctrl):
+                continue
+            base = "/sys/class/nvme/" + ctrl
+            attrs = self.fs.read_attrs(base, ("transport", "state", "serial", "model", "queue_count"))
+            namespaces = {}
+            for entry in self.fs.listdir(base):
+                if NS_NAME.match(entry) and self.fs.isdir("/sys/block/%s/mq" % entry):
+                    namespaces[entry] = self._namespace(entry)
+            out[ctrl] = {
+                "transport": attrs["transport"], "state": attrs["state"], "serial": attrs["serial"],
+                "model": attrs["model"], "queue_count": _int_or_none(attrs["queue_count"]),
+                "namespaces": namespaces,
+            }
+            out[ctrl]["queues"] = self._split(ctrl, namespaces)
+        return out
+
+    def _namespace(self, ns):
+        rec = {"hctxs": self._hctxs(ns), "io_poll": _int_or_none(self.fs.read("/sys/block/%s/queue/io_poll" % ns))}
+        m = PATH_NS_NAME.match(ns)
+        if m:
+            # Native multipath: I/O goes through the head nvme<S>n<N>, a bio-based disk without mq/.
+            head = "nvme%sn%s" % m.groups()
+            rec["multipath_head"] = {"name": head,
+                                     "io_poll": _int_or_none(self.fs.read("/sys/block/%s/queue/io_poll" % head))}
+        return rec
+
+    def _split(self, ctrl, namespaces):
+        """default/read/poll counts of the controller's tag set, and where they were read."""
+        hctxs = next((ns["hctxs"] for _n, ns in sorted(namespaces.items()) if ns["hctxs"]), [])
+        types = [h["type"] for h in hctxs]
+        nr_tags = hctxs[0]["nr_tags"] if hctxs else None
+        if hctxs and all(types):
+            return {"default": types.count("default"), "read": types.count("read"), "poll": types.count("poll"),
+                    "hctxs": len(hctxs), "nr_tags": nr_tags, "source": "debugfs"}
+        counts = self.klog().get(ctrl)
+        if counts is None:
+            why = "debugfs is not mounted" if not self.debugfs else "debugfs has no hctx types"
+            return {"default": None, "read": None, "poll": None, "hctxs": len(hctxs) or None, "nr_tags": nr_tags,
+                    "source": None, "note": "%s and the kernel log has no queue line for %s" % (why, ctrl)}
+        split = dict(counts, hctxs=len(hctxs) or None, nr_tags=nr_tags, source="kernel log")
+        io_poll = set(ns["io_poll"] for ns in namespaces.values())
+        if io_poll and io_poll != {1 if counts["poll"] else 0}:
+            # queue/io_poll reads 1 only when the tag set has a poll map with queues. A reset that
+            # added poll queues logs them although blk-mq never maps them (observed 6.1/6.12).
+            return dict(split, default=None, read=None, poll=None, source=None,
+                        note="the kernel log says %d/%d/%d default/read/poll but queue/io_poll reads %s: the "
+                             "blk-mq map does not have those queues (changed by a reset after probe?)"
+                             % (counts["default"], counts["read"], counts["poll"], sorted(io_poll)))
+        total = counts["default"] + counts["read"] + counts["poll"]
+        if hctxs and len(hctxs) == total:
+            # blk-mq numbers hctxs by map: default first, then read, then poll (queue_offset).
+            kinds = ["default"] * counts["default"] + ["read"] * counts["read"] + ["poll"] * counts["poll"]
+            for ns in namespaces.values():
+                for h, kind in zip(ns["hctxs"], kinds):
+                    h["type"] = kind
+                    h["type_source"] = "kernel log"
+        elif hctxs:
+            split["note"] = ("the kernel log says %d/%d/%d but the namespaces have %d hctxs: the map does not "
+                             "match the driver's counts (a reset after probe?)"
+                             % (counts["default"], counts["read"], counts["poll"], len(hctxs)))
+        return split
+
+
+def pcie(controllers):
+    """Controllers driven by the nvme (PCIe) driver; fabrics controllers have their own options."""
+    return dict((n, c) for n, c in controllers.items() if c.get("transport") == "pcie")
+
+
+# -- decisions ----------------------------------------------------------------------------------
+def validate_values(params, ncpus):
+    """Problems with the requested values; [] when the driver will take them."""
+    problems = []
+    for p in ("poll_queues", "write_queues"):
+        v = params.get(p)
+        if v is None:
+            continue
+        if v < 0:
+            problems.append("%s=%d: must be 0 or more" % (p, v))
+        elif ncpus is None:
+            problems.append("%s: cannot read %s to check the value against the number of possible CPUs"
+                            % (p, CPU_POSSIBLE))
+        elif v > ncpus:
+            problems.append("%s=%d is more than the %d possible CPUs (%s): the driver refuses it with EINVAL, "
+                            "and a refused option makes 'modprobe nvme' fail, so no NVMe disk would appear "
+                            "at boot; use at most %d" % (p, v, ncpus, CPU_POSSIBLE, ncpus))
+    depth = params.get("io_queue_depth")
+    if depth is not None and not DEPTH_MIN <= depth <= DEPTH_MAX:
+        problems.append("io_queue_depth=%d: the driver takes %d to %d (EINVAL otherwise)"
+                        % (depth, DEPTH_MIN, DEPTH_MAX))
+    return problems
+
+
+def write_probe(split):
+    """write_queues a controller was set up with, as far as its map tells (0 without read queues)."""
+    return split["default"] if split.get("read") else 0
+
+
+def runtime_problems(controllers, live, effective):
+    """Why resetting the PCIe controllers with ``effective`` parameters is not proven safe ([] = safe).
+
+    Safe means: every controller already runs at least as many poll and write queues as the reset
+    would ask for (a reset can only re-split what probe created, and a poll map exists only when
+    probe had poll queues), its hctx types are known, and io_queue_depth stays what the tag set
+    was sized for.
+    """
+    problems, adds = [], []
+    if effective["io_queue_depth"] != live["io_queue_depth"]:
+        problems.append("io_queue_depth %s -> %s: the blk-mq tag set is sized when the controller is probed and a "
+                        "reset does not resize it" % (live["io_queue_depth"], effective["io_queue_depth"]))
+    for name, c in sorted(pcie(controllers).items()):
+        split = c["queues"]
+        if c.get("state") != "live":
+            problems.append("%s is in state %r, not live" % (name, c.get("state")))
+            continue
+        if split.get("poll") is None:
+            problems.append("%s: its hctx types are unknown (%s)" % (name, split.get("note") or "no source"))
+            continue
+        running = "%s runs %d/%d/%d default/read/poll (%s)" % (
+            name, split["default"], split["read"], split["poll"], split["source"])
+        if effective["poll_queues"] > split["poll"]:
+            adds.append("%s; poll_queues=%d would add poll queues" % (running, effective["poll_queues"]))
+        elif effective["write_queues"] > write_probe(split):
+            adds.append("%s; write_queues=%d would add write queues (no read hctxs means it runs write_queues=0)"
+                        % (running, effective["write_queues"]))
+        if split.get("nr_tags") and effective["io_queue_depth"] < split["nr_tags"] + 1:
+            problems.append("%s: io_queue_depth=%d is below its tag depth (%d tags)"
+                            % (name, effective["io_queue_depth"], split["nr_tags"]))
+    if adds:
+        problems.append("%s: blk-mq does not map queue types a controller was not probed with, and %s"
+                        % ("; ".join(adds), STALL))
+    return problems
+
+
+def map_check(controllers, want_poll):
+    """Per PCIe controller: does the map have ``want_poll`` poll hctxs and queue/io_poll to match?"""
+    checks, ok = {}, True
+    want_io_poll = 1 if want_poll else 0
+    for name, c in sorted(pcie(controllers).items()):
+        problems = []
+        split = c["queues"]
+        if split.get("poll") is None:
+            problems.append("hctx types unknown: %s" % split.get("note"))
+        elif split["poll"] != want_poll:
+            problems.append("%d poll queue(s), expected %d" % (split["poll"], want_poll))
+        for ns, rec in sorted(c["namespaces"].items()):
+            polls = [h for h in rec["hctxs"] if h["type"] == "poll"]
+            if split.get("poll") is not None and len(polls) != want_poll:
+                problems.append("%s has %d poll hctx(s), expected %d" % (ns, len(polls), want_poll))
+            if rec["io_poll"] != want_io_poll:
+                problems.append("%s queue/io_poll reads %s, expected %d" % (ns, rec["io_poll"], want_io_poll))
+        c["poll_queues_expected"] = want_poll
+        c["map_ok"] = not problems
+        c["map_problems"] = problems
+        checks[name] = not problems
+        ok = ok and not problems
+    return ok if checks else None
+
+
+# -- engine settings -------------------------------------------------------------------------------
+class RuntimeQueues(Setting):
+    """Driver parameters written live, then every PCIe controller reset, then the map verified.
+
+    One setting, so that a failure restores in the right order: the old parameters first, then
+    the resets that make the controllers take them again.
+    """
+
+    order = 10
+
+    def __init__(self, host, targets, controllers, want_poll, timeout=None):
+        self.host = host
+        self.targets = dict(targets)
+        self.names = sorted(pcie(controllers))
+        self.timeout = RESET_TIMEOUT if timeout is None else timeout
+        self.reset_done = []
+        desired = {"parameters": dict(self.targets),
+                   "poll_queues": dict((n, want_poll) for n in self.names),
+                   "io_poll": dict((n, 1 if want_poll else 0) for n in self.names)}
+        super(RuntimeQueues, self).__init__("runtime (%s + reset_controller)" % PARAMETERS_DIR, desired)
+
+    def read(self, fs):
+        params = self.host.parameters()
+        self.host.forget_klog()
+        controllers = self.host.controllers()
+        return {"parameters": dict((p, params[p]) for p in self.targets),
+                "poll_queues": dict((n, controllers[n]["queues"]["poll"]) for n in self.names if n in controllers),
+                "io_poll": dict((n, _common_io_poll(controllers[n])) for n in self.names if n in controllers)}
+
+    def write(self, fs, value, current):
+        for p in PARAMS:
+            if p in value["parameters"]:
+                fs.write("%s/%s" % (PARAMETERS_DIR, p), str(value["parameters"][p]))
+        for name in self.names:
+            self._reset(fs, name)
+
+    def restore(self, fs, previous):
+        # Old parameters first, then reset every controller (all of them, even if one refuses).
+        for p in PARAMS:
+            if p in previous["parameters"]:
+                fs.write("%s/%s" % (PARAMETERS_DIR, p), str(previous["parameters"][p]))
+        failures = []
+        for name in self.names:
+            try:
+                self._reset(fs, name)
+            except KernelFileError as e:
+                failures.append(e)
+        if failures:
+            raise failures[0]
+
+    def _reset(self, fs, name):
+        # reset_controller returns once the reset work has run (nvme_reset_ctrl_sync); wait for
+        # 'live' in case the controller was still settling.
+        fs.write("/sys/class/nvme/%s/reset_controller" % name, "1")
+        self.reset_done.append(name)
+        deadline = time.time() + self.timeout
+        while (fs.read("/sys/class/nvme/%s/state" % name) or "").strip() != "live":
+            if time.time() > deadline:
+                raise KernelFileError("/sys/class/nvme/%s/state" % name, "live", errno.ETIMEDOUT,
+                                      action="wait %g s for" % self.timeout)
+            time.sleep(0.2)
+
+
+def _common_io_poll(controller):
+    values = sorted(set(rec["io_poll"] for rec in controller["namespaces"].values()))
+    return values[0] if len(values) == 1 else (values or None)
+
+
+class InitramfsUpdate(Setting):
+    """``update-initramfs -u -k <release>`` so that the initramfs's copy of modprobe.d matches."""
+
+    order = 1100  # after the modprobe.d file it copies
+
+    def __init__(self, host, conf_content, runner):
+        self.host = host
+        self.path = host.initramfs()["path"]
+        self.conf_content = conf_content
+        self.runner = runner
+        self.rebuilt = False
+        super(InitramfsUpdate, self).__init__(self.path, {"includes_options": conf_content is not None,
+                                                          "up_to_date": True})
+
+    def read(self, fs):
+        info = self.host.initramfs(refresh=bool(self.rebuilt))
+        if info["includes_options"] is None:
+            raise CommandError([info["tool"] or "lsinitramfs", self.path], None, "", "",
+                               reason="cannot tell what the initramfs holds")
+        return {"includes_options": info["includes_options"],
+                "up_to_date": initramfs_up_to_date(fs, info, self.conf_content)}
+
+    def write(self, fs, value, current):
+        tool = self.runner.which("update-initramfs")
+        if not tool:
+            raise CommandError(["update-initramfs"], None, "", "", reason="update-initramfs is not installed "
+                               "(dracut hosts: run dracut --force --kver %s)" % self.host.release)
+        self.runner.run([tool, "-u", "-k", self.host.release])
+        self.rebuilt = True
+
+    def restore(self, fs, previous):
+        # A rebuilt initramfs cannot be un-built; the restored modprobe.d file is picked up by
+        # the next rebuild. Nothing to do here.
+        return None
+
+
+def initramfs_up_to_date(fs, info, conf_content):
+    """Does the initramfs carry the options file exactly when it should, and was it built after it?"""
+    held = fs.read_bytes(CONF_PATH)
+    held = None if held is None else held.decode("utf-8", "replace")
+    if held != conf_content:
+        return False  # the file changes in this run: any initramfs built before is stale
+    if info["includes_options"] != (conf_content is not None):
+        return False
+    if conf_content is not None and info["mtime"] is not None:
+        return info["mtime"] >= os.path.getmtime(fs.path(CONF_PATH))
+    return True
+
+
+# -- the request ---------------------------------------------------------------------------------
+def boot_values(driver, files, cmdline):
+    """What the driver will hold after the next boot, and where each value comes from.
+
+    kmod reads the modprobe.d files in file-name order and appends their options, so a later file
+    wins; ``nvme.<param>=`` on the kernel command line is applied after them (and is the only
+    source for a built-in driver).
+    """
+    values, sources = dict(DEFAULTS), dict((p, "driver default") for p in PARAMS)
+    if driver["kind"] == "module":
+        for path, opts in sorted(files, key=lambda f: os.path.basename(f[0])):
+            for p in PARAMS:
+                if _int_or_none(opts.get(p)) is not None:
+                    values[p], sources[p] = _int_or_none(opts[p]), path
+    for p in PARAMS:
+        if _int_or_none(cmdline.get(p)) is not None:
+            values[p], sources[p] = _int_or_none(cmdline[p]), "/proc/cmdline"
+    return values, sources
+
+
+def conflicts(asked, files, cmdline):
+    """Other places that set a parameter this call persists, to another value (modprobe.d driver)."""
+    out = []
+    for p, v in sorted(asked.items()):
+        for path, opts in files:
+            if path != CONF_PATH and p in opts and _int_or_none(opts[p]) != v:
+                out.append("%s sets nvme %s=%s as well: kmod applies every file's options in file-name order, so "
+                           "one of the two is lost at boot; remove it there" % (path, p, opts[p]))
+        if p in cmdline and _int_or_none(cmdline[p]) != v:
+            out.append("the kernel command line sets nvme.%s=%s, which overrides %s=%d from modprobe.d at boot; "
+                       "remove it from the boot loader configuration" % (p, cmdline[p], p, v))
+    return out
+
+
+def hazards(live, controllers):
+    """A poll_queues parameter above what a controller runs: its next reset (error recovery too) stalls."""
+    out = []
+    for name, c in sorted(pcie(controllers).items()):
+        running = c["queues"].get("poll")
+        if running is not None and live["poll_queues"] is not None and live["poll_queues"] > running:
+            out.append("the driver's poll_queues parameter reads %d but %s runs %d poll queue(s): any reset of it "
+                       "(error recovery included) would take the parameter, and %s; reboot so that it is probed "
+                       "with it" % (live["poll_queues"], name, running, STALL))
+    return out
+
+
+def head_notes(controllers):
+    """Multipath heads whose queue/io_poll disagrees with the map of their paths."""
+    out, seen = [], set()
+    for _name, c in sorted(pcie(controllers).items()):
+        for ns, rec in sorted(c["namespaces"].items()):
+            head = rec.get("multipath_head")
+            if not head or head["name"] in seen or c["queues"].get("poll") is None:
+                continue
+            seen.add(head["name"])
+            path_poll = 1 if c["queues"]["poll"] else 0
+            if head["io_poll"] is not None and head["io_poll"] != path_poll:
+                out.append("multipath head %s: queue/io_poll reads %d but its path %s runs %d poll queue(s). The head "
+                           "takes the flag when it is created and a controller reset does not update it (observed on "
+                           "6.12); io_uring IOPOLL through the head failed with EOPNOTSUPP while it read 1 without poll "
+                           "queues. A reboot makes them agree"
+                           % (head["name"], head["io_poll"], ns, c["queues"]["poll"]))
+    return out
+
+
+def reconcile(params, fs, runner, check_mode=False):
+    """Plan, apply and verify one nvme_queues call; returns the module result (with ``warnings``)."""
+    host = NvmeHost(fs, runner)
+    state = params.get("state") or "present"
+    asked = dict((p, int(params[p])) for p in PARAMS if params.get(p) is not None)
+    errors = []
+    if state == "absent" and asked:
+        errors.append("state=absent removes the persisted options; do not give %s with it" % ", ".join(sorted(asked)))
+    if state == "present" and not asked:
+        errors.append("state=present needs at least one of %s" % ", ".join(PARAMS))
+    ncpus = host.possible_cpus()
+    errors.extend(validate_values(asked, ncpus))
+    driver = host.driver()
+    if driver["kind"] is None:
+        errors.append("this kernel (%s) has no nvme driver: %s" % (host.release, driver["detected_by"]))
+    if errors:
+        raise RequestError("Invalid request (nothing was changed): " + "; ".join(errors), errors)
+
+    live = host.parameters()
+    cmdline = host.cmdline()
+    controllers = host.controllers()
+    files = host.modprobe_options()
+    held = dict(files).get(CONF_PATH, {})
+    conf_content = render_conf(asked) if state == "present" and driver["kind"] == "module" else None
+    planned = [f for f in files if f[0] != CONF_PATH]
+    if conf_content is not None:
+        planned.append((CONF_PATH, parse_modprobe_options(conf_content)))
+    next_boot, sources = boot_values(driver, planned, cmdline)
+    if driver["kind"] == "module":
+        errors.extend(conflicts(asked, files, cmdline))
+
+    # Parameters this call owns: the ones asked for, or (absent) the ones the owned file held.
+    targets = dict((p, next_boot[p]) for p in (asked if state == "present" else held) if p in PARAMS)
+    if driver["kind"] == "builtin":
+        targets = dict(asked) if state == "present" else {}
+    effective = dict(live)
+    effective.update(targets)
+    runtime = None
+    needs_runtime = driver["loaded"] and (
+        any(live[p] != v for p, v in targets.items())
+        or any(c["queues"].get("poll") != effective["poll_queues"] for c in pcie(controllers).values()))
+    if params.get("reset_controllers") and needs_runtime:
+        unsafe = runtime_problems(controllers, live, effective)
+        if unsafe:
+            errors.append("reset_controllers=true refused, nothing written and no controller reset: %s. Leave "
+                          "reset_controllers=false: the values are persisted and taken at the next boot "
+                          "(reboot_required)" % "; ".join(unsafe))
+        else:
+            runtime = RuntimeQueues(host, targets, controllers, effective["poll_queues"])
+
+    if errors:
+        # Before listing the initramfs (seconds) and before any write.
+        raise ReconcileError("Invalid request (nothing was changed): " + "; ".join(errors), errors=errors)
+
+    settings = [runtime] if runtime is not None else []
+    if driver["kind"] == "module" or state == "absent":
+        settings.append(ManagedFile(CONF_PATH, conf_content, adopt=params.get("adopt")))
+    initramfs = host.initramfs() if driver["kind"] == "module" else dict(NO_INITRAMFS)
+    rebuild = None
+    if initramfs["contains_nvme"] and params.get("update_initramfs"):
+        rebuild = InitramfsUpdate(host, conf_content, runner)
+        settings.append(rebuild)
+
+    result = Reconciler(fs, check_mode=check_mode).run(settings)
+
+    if result["changed"] and not check_mode:
+        if runtime is not None:
+            host.forget_klog()
+            live, controllers = host.parameters(), host.controllers()
+        if rebuild is not None:
+            initramfs = host.initramfs(refresh=True)
+    want_poll = asked.get("poll_queues", next_boot["poll_queues"]) if state == "present" else next_boot["poll_queues"]
+    map_ok = map_check(controllers, want_poll)
+    actions = []
+    if driver["kind"] == "builtin" and state == "present":
+        missing = ["nvme.%s=%d" % (p, v) for p, v in sorted(asked.items()) if _int_or_none(cmdline.get(p)) != v]
+        if missing:
+            actions.append("nvme is built into kernel %s, so modprobe.d does not apply: put %s on the kernel command "
+                           "line (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub) and reboot"
+                           % (host.release, " ".join(missing)))
+    if initramfs["contains_nvme"]:
+        initramfs["up_to_date"] = (initramfs_up_to_date(fs, initramfs, conf_content)
+                                   if initramfs["includes_options"] is not None else None)
+        if not initramfs["up_to_date"] and (rebuild is None or check_mode):
+            actions.append("nvme.ko is in %s, so at boot modprobe reads the initramfs's copy of modprobe.d: rebuild "
+                           "it (update-initramfs -u -k %s, or update_initramfs=true) before rebooting"
+                           % (initramfs["path"], host.release))
+    elif initramfs["contains_nvme"] is None:
+        actions.append("could not inspect %s: if nvme.ko is in it, rebuild it before rebooting" % initramfs["path"])
+    notes = []
+    if host.debugfs is None and pcie(controllers):
+        notes.append("debugfs is not mounted (this module does not mount it): the hctx types come from the driver's "
+                     "'X/Y/Z default/read/poll queues' kernel-log line and the hctx order, see controllers.*.queues")
+    running = dict(live)
+    polls = [c["queues"].get("poll") for c in pcie(controllers).values()]
+    if runtime is not None and check_mode:
+        # predicted: the runtime change would make the driver run ``effective``
+        running, polls = effective, [effective["poll_queues"]] * len(polls)
+    reboot_required = bool(driver["loaded"]) and (
+        any(running[p] is not None and running[p] != next_boot[p] for p in PARAMS)
+        or any(poll != next_boot["poll_queues"] for poll in polls))
+    for c in controllers.values():
+        c["queues"].pop("nr_tags", None)
+    initramfs.pop("mtime", None)
+    return {
+        "changed": result["changed"],
+        "diff": result["diff"],
+        "parameters": live,
+        "next_boot": next_boot,
+        "next_boot_sources": sources,
+        "persisted": {"mechanism": "modprobe.d" if driver["kind"] == "module" else "kernel command line",
+                      "path": CONF_PATH if conf_content is not None else None,
+                      "options": dict(asked) if conf_content else {},
+                      "kernel_cmdline": cmdline},
+        "driver": dict(driver, loads_from=_loads_from(driver, initramfs)),
+        "initramfs": initramfs,
+        "possible_cpus": ncpus,
+        "reboot_required": reboot_required,
+        "action_required": actions,
+        "controllers_reset": list(runtime.reset_done) if runtime is not None else [],
+        "controllers": controllers,
+        "poll_queues_expected": want_poll,
+        "queue_map_ok": map_ok,
+        "warnings": host.warnings + notes + hazards(live, controllers) + head_notes(controllers) + actions,
+    }
+
+
+def _loads_from(driver, initramfs):
+    if driver["kind"] == "builtin":
+        return "kernel image (built in)"
+    if driver["kind"] != "module":
+        return None
+    if initramfs.get("contains_nvme"):
+        return "initramfs (%s)" % initramfs["path"]
+    if initramfs.get("contains_nvme") is None:
+        return "unknown (initramfs not inspected)"
+    return "root filesystem"
