@@ -1,0 +1,1061 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""NVMe Arbitration feature (Set/Get Features FID 0x01) per controller, through nvme-cli.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+Three parts, usable on their own:
+
+* :class:`ControllerResolver` - one NVMe *controller* from ``nvmeN``, ``/dev/nvmeN``, the
+  controller serial, or any namespace selector the shared :class:`_devices.DeviceResolver`
+  understands (``nvme0n1``, ``/dev/disk/by-id/...``, a WWN, ``MAJ:MIN``). Only sysfs is read.
+* :class:`NvmeCli` - argv-only calls of ``nvme get-feature``/``set-feature``/``show-regs``/
+  ``id-ctrl`` with their outputs parsed and NVMe status codes decoded (formats observed with
+  nvme-cli 2.3 on Debian 12 and 2.13 on Debian 13; see docs/nvme_arbitration.md).
+* :class:`Request` - the module's logic: validate every input, probe each controller (current,
+  saved and capabilities with Get Features select 0/2/3, CAP.AMS/CC.AMS from the registers),
+  decide what is unsupported, and build the reconcile-engine settings (one
+  :class:`ArbitrationSetting` per controller, the udev rule and its helper as managed files).
+
+Kernel facts this relies on (kernel-abi.md section 16): Command Dword 11 of FID 0x01 holds AB
+(bits 2:0, 2^AB commands, 7 = no limit), LPW/MPW/HPW (bits 15:8/23:16/31:24, 0's based). The
+Linux nvme driver always enables controllers with CC.AMS = round robin, so the weights only
+act under weighted round robin, which Linux never selects.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, slug, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError, Setting
+
+# -- the feature -------------------------------------------------------------------------------
+FID_ARBITRATION = 0x01
+SELECT_CURRENT, SELECT_DEFAULT, SELECT_SAVED, SELECT_SUPPORTED = 0, 1, 2, 3
+SELECT_NAMES = {0: "Current", 1: "Default", 2: "Saved", 3: "Supported capabilities"}
+AB_UNLIMITED = 7          # AB = 111b: no limit
+AB_MAX_EXPONENT = 6       # 2^6 = 64 commands, the largest finite burst
+WEIGHT_MAX = 255          # 8-bit, 0's based fields
+WEIGHTS = ("low_weight", "medium_weight", "high_weight")
+WEIGHT_SHIFTS = {"low_weight": 8, "medium_weight": 16, "high_weight": 24}
+WEIGHT_TAGS = {"low_weight": "LPW", "medium_weight": "MPW", "high_weight": "HPW"}
+
+# Get Features select=3 answer (Dword 0), NVMe Base spec "Select" field.
+CAP_SAVEABLE, CAP_NS_SPECIFIC, CAP_CHANGEABLE = 0x1, 0x2, 0x4
+# Identify Controller ONCS bit 4: Save field in Set Features / Select field in Get Features.
+ONCS_SAVE_SELECT = 0x10
+
+# CAP.AMS (bits 18:17) and CC.AMS (bits 13:11), LIBNVME NVME_CAP_AMS_SHIFT / NVME_CC_AMS_SHIFT.
+CAP_AMS_SHIFT, CC_AMS_SHIFT = 17, 11
+CC_AMS_NAMES = {0: "round_robin", 1: "weighted_round_robin_urgent", 7: "vendor_specific"}
+
+# NVMe status field (completion DW3 bits 31:17 as nvme-cli prints it): SC 7:0, SCT 10:8,
+# CRD 12:11, More 13, DNR 14.
+STATUS_MEANINGS = {
+    (0, 0x01): ("Invalid Command Opcode", "the controller does not implement this command"),
+    (0, 0x02): ("Invalid Field in Command", "the controller does not support this feature or one of the values "
+                                            "(an unsupported Select value, feature or reserved bits)"),
+    (1, 0x0d): ("Feature Identifier Not Saveable", "the controller cannot save Arbitration across power cycles; "
+                                                   "use save: false (persist: true re-applies the value at controller "
+                                                   "add through a udev rule keyed by the controller serial)"),
+    (1, 0x0e): ("Feature Not Changeable", "the controller does not let the host change Arbitration at all; remove "
+                                          "this controller from the task, or use when_unsupported: warn to skip it "
+                                          "with a warning"),
+    (1, 0x0f): ("Feature Not Namespace Specific", "Arbitration is a controller feature; send it to the controller "
+                                                  "(/dev/nvmeN), not a namespace"),
+}
+REFUSALS = ((1, 0x0d), (1, 0x0e), (0, 0x02))
+
+# -- persistence ---------------------------------------------------------------------------------
+RULES_DIR = "/etc/udev/rules.d"
+RULE_PREFIX = "91-aiinfra-nvme-arbitration-"
+HELPER = "/usr/local/libexec/aiinfra-io_isolation/nvme-arbitration-apply"
+STATUS_DIR = "/run/aiinfra-io_isolation/nvme-arbitration"
+OWNER = "aiinfra.io_isolation.nvme_arbitration"
+
+# The udev helper, run when a controller is added or goes live (Python 3 stdlib only). Admin commands
+# need state "live" (the driver refuses to open the device before), so the helper waits for it
+# (bounded), then sends Set Features and records the answer under /run.
+HELPER_SOURCE = '''#!/usr/bin/python3
+# Managed by Ansible (aiinfra.io_isolation): re-applies NVMe Arbitration (Set Features FID 0x01)
+# from udev rules (/etc/udev/rules.d/91-aiinfra-nvme-arbitration-*.rules) when a controller is
+# added or goes live (NVME_EVENT=connected: after probe and after every controller reset).
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+WAIT_LIVE_SECONDS = 30
+STATUS_DIR = "%(status_dir)s"
+
+
+def attr(name, key):
+    try:
+        with open("/sys/class/nvme/%%s/%%s" %% (name, key)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def main(argv):
+    if len(argv) != 2 or not re.match(r"^nvme[0-9]+$", argv[0]) or not re.match(r"^0x[0-9a-f]{8}$", argv[1]):
+        sys.stderr.write("usage: nvme-arbitration-apply nvmeN 0xDWORD11\\n")
+        return 2
+    name, dw11 = argv
+    start = time.time()
+    state_at_add = state = attr(name, "state")
+    while state != "live" and time.time() - start < WAIT_LIVE_SECONDS:
+        time.sleep(0.1)
+        state = attr(name, "state")
+    waited = time.time() - start
+    nvme = next((p for p in ("/usr/sbin/nvme", "/usr/bin/nvme", "/sbin/nvme") if os.access(p, os.X_OK)), "nvme")
+    # long options: nvme-cli 2.13's -v is --verbose (its --value is -V)
+    argv = [nvme, "set-feature", "/dev/" + name, "--feature-id=1", "--value=" + dw11]
+    env = dict(os.environ, LANG="C", LC_ALL="C")
+    if state != "live":
+        rc, err = 1, "controller state is %%r after %%d s, not live" %% (state, WAIT_LIVE_SECONDS)
+    else:
+        try:
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=60)
+            rc, err = proc.returncode, proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+            err = err[0] if err else ""
+        except (OSError, subprocess.SubprocessError) as e:
+            rc, err = 1, str(e)
+    serial = attr(name, "serial") or name
+    status = {"controller": name, "serial": serial, "dw11": dw11, "argv": argv, "rc": rc, "stderr": err,
+              "state_at_add": state_at_add, "state": state, "waited_for_live_seconds": round(waited, 2),
+              "seconds": round(time.time() - start, 2), "time": time.time()}
+    try:
+        os.makedirs(STATUS_DIR, exist_ok=True)
+        path = os.path.join(STATUS_DIR, re.sub(r"[^A-Za-z0-9._-]+", "_", serial) + ".json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(status, f, sort_keys=True)
+        os.rename(path + ".tmp", path)
+    except OSError as e:
+        sys.stderr.write("nvme-arbitration-apply: cannot record status: %%s\\n" %% e)
+    if rc:
+        sys.stderr.write("nvme-arbitration-apply: %%s: %%s\\n" %% (" ".join(argv), err))
+    return 1 if rc else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+''' % {"status_dir": STATUS_DIR}
+
+# Selectors are looked up in sysfs and never reach a shell, but a selector that could only be
+# meant for one (';', '$(', '|', quotes...) is refused outright: no controller is named like that.
+_SELECTOR_RE = re.compile(r"^[A-Za-z0-9/][A-Za-z0-9._:/+@ -]*\Z")
+_CTRL_RE = re.compile(r"^(?:/dev/)?(nvme\d+)$")
+_PATH_DISK_RE = re.compile(r"^nvme\d+c(\d+)n\d+$")
+_UDEV_SAFE = re.compile(r"^[A-Za-z0-9._:+@-]+$")
+_GET_FEATURE_RE = re.compile(r"^get-feature:0x([0-9a-fA-F]+) \(([^)]*)\), ([A-Za-z ]+?) value:(?:0x)?([0-9a-fA-F]{1,8})\s*$")
+_SET_FEATURE_RE = re.compile(r"^set-feature:0x[0-9a-fA-F]+ \([^)]*\), value:(?:0x)?([0-9a-fA-F]{1,8})\b", re.M)
+_STATUS_RE = re.compile(r"NVMe status: (.*?)\(0x([0-9a-fA-F]+)\)\s*$")
+_REG_RE = re.compile(r"^([a-z]+)\s*:\s*(?:0x)?([0-9a-fA-F]+)\s*$")
+
+
+# == controller lookup ===========================================================================
+
+class ControllerError(Exception):
+    """A selector that does not name exactly one NVMe controller (``reason`` as in DeviceError)."""
+
+    def __init__(self, message, selector=None, reason="not_found", candidates=None):
+        self.message = message
+        self.selector = selector
+        self.reason = reason
+        self.candidates = candidates or []
+        super(ControllerError, self).__init__(message)
+
+
+class NvmeController:
+    """One NVMe controller as sysfs shows it (``/sys/class/nvme/nvmeN``)."""
+
+    FIELDS = ("name", "dev_path", "serial", "model", "firmware", "transport", "state", "address", "subsysnqn",
+              "cntlid", "namespaces", "selector", "matched_by")
+
+    def __init__(self, **kwargs):
+        for field in self.FIELDS:
+            setattr(self, field, kwargs.pop(field, None))
+        if kwargs:
+            raise TypeError("unknown NvmeController fields: %s" % ", ".join(sorted(kwargs)))
+        self.namespaces = list(self.namespaces or [])
+
+    def as_dict(self):
+        return dict((f, list(getattr(self, f)) if f == "namespaces" else getattr(self, f)) for f in self.FIELDS)
+
+    def summary(self):
+        return "%s (serial %s, %s, %s)" % (self.name, self.serial or "-", self.model or "unknown model",
+                                           self.address or self.transport or "-")
+
+
+def check_selector(selector):
+    """None if ``selector`` may name a controller, else the reason it cannot."""
+    if selector is None or not str(selector).strip():
+        return "an empty controller selector"
+    text = str(selector)
+    if not _SELECTOR_RE.match(text) or "//" in text or "/../" in text:
+        bad = sorted(set(c for c in text if not re.match(r"[A-Za-z0-9._:/+@ -]", c)))
+        shown = " ".join(repr(c) for c in bad) if bad else "its form"
+        return ("controller selector %r has characters no NVMe controller name, /dev path, WWN or serial uses "
+                "(%s); give nvme0, /dev/nvme0, a namespace (nvme0n1, /dev/disk/by-id/...) or the controller serial"
+                % (text, shown))
+    return None
+
+
+class ControllerResolver:
+    """Resolves controller selectors against one host's sysfs (scanned once per instance)."""
+
+    SYS_CLASS_NVME = "/sys/class/nvme"
+
+    def __init__(self, fs, devices=None):
+        self.fs = fs
+        self._devices = devices
+        self._controllers = None
+
+    @property
+    def devices(self):
+        if self._devices is None:
+            self._devices = DeviceResolver(self.fs)
+        return self._devices
+
+    def _attr(self, name, key):
+        try:
+            value = self.fs.read("%s/%s/%s" % (self.SYS_CLASS_NVME, name, key))
+        except KernelFileError:  # unreadable attribute: treat as absent
+            return None
+        value = (value or "").strip()
+        return value or None
+
+    def controllers(self):
+        """{name: NvmeController} for every controller in /sys/class/nvme."""
+        if self._controllers is None:
+            out = {}
+            for name in self.fs.listdir(self.SYS_CLASS_NVME):
+                if not re.match(r"^nvme\d+$", name):
+                    continue
+                base = "%s/%s" % (self.SYS_CLASS_NVME, name)
+                namespaces = [e for e in self.fs.listdir(base) if re.match(r"^nvme\d+(c\d+)?n\d+$", e)]
+                out[name] = NvmeController(
+                    name=name, dev_path="/dev/" + name, serial=self._attr(name, "serial"),
+                    model=self._attr(name, "model"), firmware=self._attr(name, "firmware_rev"),
+                    transport=self._attr(name, "transport"), state=self._attr(name, "state"),
+                    address=self._attr(name, "address"), subsysnqn=self._attr(name, "subsysnqn"),
+                    cntlid=self._attr(name, "cntlid"), namespaces=sorted(namespaces))
+            self._controllers = out
+        return self._controllers
+
+    def _existing(self):
+        ctrls = self.controllers()
+        return "; ".join(ctrls[n].summary() for n in sorted(ctrls, key=_natural)) or "none"
+
+    def _found(self, ctrl, selector, how):
+        found = NvmeController(**ctrl.as_dict())
+        found.selector, found.matched_by = selector, how
+        return found
+
+    def resolve(self, selector):
+        """One selector -> :class:`NvmeController`; raises :class:`ControllerError`."""
+        problem = check_selector(selector)
+        if problem:
+            raise ControllerError(problem[0].upper() + problem[1:], selector=selector, reason="invalid")
+        selector = str(selector).strip()
+        ctrls = self.controllers()
+        m = _CTRL_RE.match(selector)
+        if m:
+            if m.group(1) in ctrls:
+                return self._found(ctrls[m.group(1)], selector, "controller name")
+            raise ControllerError("No NVMe controller %s (no %s/%s). NVMe controllers on this host: %s."
+                                  % (selector, self.SYS_CLASS_NVME, m.group(1), self._existing()),
+                                  selector=selector, candidates=self._candidates())
+        by_serial = [c for c in ctrls.values() if c.serial and c.serial == selector]
+        if not by_serial:
+            by_serial = [c for c in ctrls.values() if c.serial and c.serial.lower() == selector.lower()]
+        if len(by_serial) == 1:
+            return self._found(by_serial[0], selector, "controller serial")
+        if len(by_serial) > 1:
+            names = sorted((c.name for c in by_serial), key=_natural)
+            raise ControllerError(
+                "Serial %r is shared by the controllers %s (controllers of one NVM subsystem report the subsystem's "
+                "serial); Arbitration is set per controller: list the controllers by name (%s) instead."
+                % (selector, ", ".join(names), ", ".join(names)), selector=selector, reason="ambiguous",
+                candidates=[self._brief(ctrls[n]) for n in names])
+        return self._from_namespace(selector)
+
+    def _from_namespace(self, selector):
+        try:
+            disk = self.devices.resolve(selector)
+        except DeviceError as e:
+            if e.reason == "not_found":
+                raise ControllerError(
+                    "No NVMe controller matches %r (tried controller name nvmeN, /dev/nvmeN, controller serial and "
+                    "the namespace selectors: kernel name, /dev path, by-id/by-path link, WWN, serial, MAJ:MIN). "
+                    "NVMe controllers on this host: %s." % (selector, self._existing()),
+                    selector=selector, candidates=self._candidates())
+            raise ControllerError("%s: %s" % (selector, e.message), selector=selector, reason=e.reason,
+                                  candidates=self._candidates())
+        ctrls = self.controllers()
+        if disk.kind == "nvme" and disk.controller in ctrls:
+            return self._found(ctrls[disk.controller], selector, "namespace %s" % disk.name)
+        if disk.kind == "nvme-multipath-head":
+            names = sorted(set("nvme%s" % _PATH_DISK_RE.match(p).group(1) for p in disk.nvme_paths
+                               if _PATH_DISK_RE.match(p)), key=_natural)
+            names = [n for n in names if n in ctrls]
+            if len(names) == 1:
+                return self._found(ctrls[names[0]], selector, "namespace %s" % disk.name)
+            raise ControllerError(
+                "%r resolves to the NVMe multipath namespace %s, reached through the controllers %s; Arbitration is "
+                "set per controller: list them by name (%s)." % (selector, disk.name, ", ".join(names) or "none",
+                                                                 ", ".join(names) or "nvmeN"),
+                selector=selector, reason="ambiguous", candidates=[self._brief(ctrls[n]) for n in names])
+        raise ControllerError("%r resolves to %s, which is not an NVMe namespace (kind %s); NVMe controllers on this "
+                              "host: %s." % (selector, disk.name, disk.kind, self._existing()),
+                              selector=selector, reason="not_nvme", candidates=self._candidates())
+
+    @staticmethod
+    def _brief(ctrl):
+        return {"name": ctrl.name, "serial": ctrl.serial, "model": ctrl.model, "address": ctrl.address}
+
+    def _candidates(self):
+        ctrls = self.controllers()
+        return [self._brief(ctrls[n]) for n in sorted(ctrls, key=_natural)]
+
+    def resolve_many(self, selectors):
+        """All selectors -> controllers; every failure (and duplicates) reported in one ControllerError."""
+        found, errors, seen = [], [], {}
+        for selector in selectors:
+            try:
+                ctrl = self.resolve(selector)
+            except ControllerError as e:
+                errors.append(e)
+                continue
+            if ctrl.name in seen:
+                errors.append(ControllerError("%r and %r both name controller %s; list each controller once"
+                                              % (seen[ctrl.name], selector, ctrl.summary()),
+                                              selector=selector, reason="duplicate"))
+                continue
+            seen[ctrl.name] = selector
+            found.append(ctrl)
+        if errors:
+            if len(errors) == 1:
+                raise errors[0]
+            raise ControllerError("%d of %d controller selectors failed:\n%s" % (
+                len(errors), len(selectors), "\n".join("- " + e.message for e in errors)),
+                selector=[e.selector for e in errors], reason="several")
+        return found
+
+
+def _natural(name):
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+# == the feature's fields ========================================================================
+
+def decode(dw11):
+    """Command Dword 11 of FID 0x01 -> fields (weights as the register holds them, 0's based)."""
+    ab = dw11 & 0x7
+    out = {"burst": "unlimited" if ab == AB_UNLIMITED else ab,
+           "burst_commands": None if ab == AB_UNLIMITED else 2 ** ab}
+    for name in WEIGHTS:
+        out[name] = (dw11 >> WEIGHT_SHIFTS[name]) & 0xff
+    return out
+
+
+def encode(fields):
+    """Fields (burst exponent or 'unlimited', register weights) -> Dword 11; reserved bits 7:3 are 0."""
+    ab = AB_UNLIMITED if fields["burst"] == "unlimited" else int(fields["burst"])
+    dw11 = ab
+    for name in WEIGHTS:
+        dw11 |= (int(fields[name]) & 0xff) << WEIGHT_SHIFTS[name]
+    return dw11
+
+
+def hex32(value):
+    return None if value is None else "0x%08x" % value
+
+
+def _as_int(value):
+    """An int from an int or a decimal string; None for anything else (bools included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.match(r"^\s*-?\d+\s*$", value):
+        return int(value)
+    return None
+
+
+def validate_burst(value):
+    """(normalised burst, problem): 0..6 (the AB exponent) or 'unlimited'."""
+    if value is None:
+        return None, None
+    if isinstance(value, str) and value.strip().lower() in ("unlimited", "no limit", "nolimit"):
+        return "unlimited", None
+    n = _as_int(value)
+    how = ("burst is the AB exponent n of the Arbitration feature (the controller fetches up to 2^n commands "
+           "from one submission queue at a time): an integer 0..6 (1..64 commands) or 'unlimited'")
+    if n is None:
+        return None, "burst=%r is not valid: %s" % (value, how)
+    if 0 <= n <= AB_MAX_EXPONENT:
+        return n, None
+    if n == AB_UNLIMITED:
+        return None, ("burst=7 is not valid: 7 is the register's encoding of no limit; write burst: unlimited "
+                      "(%s)" % how)
+    hint = ""
+    if n > 0 and n & (n - 1) == 0 and n.bit_length() - 1 <= AB_MAX_EXPONENT:
+        hint = "; for %d commands write burst: %d" % (n, n.bit_length() - 1)
+    return None, "burst=%r is out of range: %s%s" % (value, how, hint)
+
+
+def validate_weight(name, value):
+    """(register value, problem) for one of the *_weight options (0..255, 0's based)."""
+    if value is None:
+        return None, None
+    n = _as_int(value)
+    how = ("%s is the %s field's register value, 0..255 (8 bits, 0's based: the controller uses value + 1, "
+           "so 0 means weight 1 and 255 weight 256)" % (name, WEIGHT_TAGS[name]))
+    if n is None:
+        return None, "%s=%r is not valid: %s" % (name, value, how)
+    if 0 <= n <= WEIGHT_MAX:
+        return n, None
+    hint = "; for a weight of 256 write %s: 255" % name if n == 256 else ""
+    return None, "%s=%r is out of range: %s%s" % (name, value, how, hint)
+
+
+def requested_fields(params):
+    """({field: value} the user asked for, [problems])."""
+    wanted, problems = {}, []
+    burst, problem = validate_burst(params.get("burst"))
+    if problem:
+        problems.append(problem)
+    elif burst is not None:
+        wanted["burst"] = burst
+    for name in WEIGHTS:
+        weight, problem = validate_weight(name, params.get(name))
+        if problem:
+            problems.append(problem)
+        elif weight is not None:
+            wanted[name] = weight
+    return wanted, problems
+
+
+# == nvme-cli ===================================================================================
+
+class NvmeStatus:
+    """An NVMe completion status as nvme-cli prints it (``NVMe status: <text>(0x410e)``)."""
+
+    def __init__(self, value, text=""):
+        self.value = value
+        self.text = text.strip().rstrip(":").strip()
+        self.sc = value & 0xff
+        self.sct = (value >> 8) & 0x7
+        self.dnr = bool(value & 0x4000)
+        known = STATUS_MEANINGS.get((self.sct, self.sc))
+        self.name = known[0] if known else (self.text.split(":")[0] if self.text else "status 0x%x" % value)
+        self.hint = known[1] if known else None
+
+    @property
+    def refusal(self):
+        """True when the controller refused the feature or value (not an I/O or driver error)."""
+        return (self.sct, self.sc) in REFUSALS
+
+    @property
+    def not_saveable(self):
+        return (self.sct, self.sc) == (1, 0x0d)
+
+    def describe(self):
+        return "NVMe status 0x%04x %s (status code type %d, status code 0x%02x%s)" % (
+            self.value, self.name, self.sct, self.sc, ", do not retry" if self.dnr else "")
+
+    def as_dict(self):
+        return {"value": "0x%04x" % self.value, "name": self.name, "sct": self.sct, "sc": "0x%02x" % self.sc,
+                "dnr": self.dnr, "nvme_cli": self.text}
+
+
+def parse_status(text):
+    """The NvmeStatus in nvme-cli's output, or None."""
+    for line in (text or "").splitlines():
+        m = _STATUS_RE.search(line.strip())
+        if m:
+            return NvmeStatus(int(m.group(2), 16), m.group(1))
+    return None
+
+
+class NvmeCommandError(CommandError):
+    """nvme-cli failed; ``status`` is the decoded NVMe status when the controller answered."""
+
+    def __init__(self, argv, rc, stdout, stderr, what, ctrl, status=None, fix=None):
+        self.status = status
+        self.ctrl = ctrl
+        first = _first_line(stderr) or _first_line(stdout) or "no output"
+        if status is not None:
+            reason = "%s: %s" % (what, status.describe())
+            if status.hint or fix:
+                reason += "; %s" % (fix or status.hint)
+        else:
+            reason = "%s: %s" % (what, first)
+            if fix:
+                reason += "; %s" % fix
+        super(NvmeCommandError, self).__init__(argv, rc, stdout, stderr, reason=reason)
+        # The engine shows e.message; lead with the device and what was refused, then the command.
+        self.message = self.msg = "%s (command: %s, rc=%s)" % (reason, " ".join(self.argv), rc)
+
+    def as_dict(self):
+        out = super(NvmeCommandError, self).as_dict()
+        if self.status is not None:
+            out["nvme_status"] = self.status.as_dict()
+        return out
+
+
+def _first_line(text):
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line:
+            return line[:300]
+    return ""
+
+
+def parse_get_feature(text, fid=FID_ARBITRATION):
+    """``get-feature:0x01 (Arbitration), Current value:0x00000007`` -> (select name, value).
+
+    nvme-cli 2.3 and 2.13 print this same line (capabilities without ``0x``: ``value:00000000``).
+    Raises ValueError for anything else.
+    """
+    for line in (text or "").splitlines():
+        m = _GET_FEATURE_RE.match(line.strip())
+        if m:
+            if int(m.group(1), 16) != fid:
+                raise ValueError("nvme-cli answered for feature 0x%s, not 0x%02x" % (m.group(1), fid))
+            return m.group(3), int(m.group(4), 16)
+    raise ValueError("unexpected nvme get-feature output %r" % (text or "")[:200])
+
+
+def parse_set_feature(text):
+    """The Dword 11 nvme-cli reports it sent (``set-feature:0x01 (Arbitration), value:0x03020103, ...``), or None."""
+    m = _SET_FEATURE_RE.search(text or "")
+    return int(m.group(1), 16) if m else None
+
+
+def parse_show_regs(text):
+    """``nvme show-regs`` plain output -> {register: int}. 2.3 prints bare hex, 2.13 with 0x."""
+    regs = {}
+    for line in (text or "").splitlines():
+        m = _REG_RE.match(line.strip())
+        if m:
+            regs[m.group(1)] = int(m.group(2), 16)
+    return regs
+
+
+def decode_ams(cap, cc):
+    """CAP.AMS / CC.AMS from the two registers."""
+    cap_ams = (cap >> CAP_AMS_SHIFT) & 0x3
+    cc_ams = (cc >> CC_AMS_SHIFT) & 0x7
+    return ({"wrr_urgent": bool(cap_ams & 0x1), "vendor_specific": bool(cap_ams & 0x2)},
+            CC_AMS_NAMES.get(cc_ams, "reserved_%d" % cc_ams))
+
+
+class NvmeCli:
+    """nvme-cli through the collection's Runner (argv lists, C locale)."""
+
+    def __init__(self, runner, nvme=None):
+        self.runner = runner
+        self.nvme = nvme
+
+    def locate(self):
+        """Path of nvme, or None."""
+        if self.nvme is None:
+            self.nvme = self.runner.which("nvme")
+        return self.nvme
+
+    def _run(self, argv):
+        rc, out, err = self.runner.run(argv, check=False)
+        return rc, out or "", err or ""
+
+    def get_feature(self, ctrl, select):
+        argv = [self.nvme, "get-feature", ctrl.dev_path, "--feature-id=%d" % FID_ARBITRATION, "--sel=%d" % select]
+        rc, out, err = self._run(argv)
+        what = "%s: Get Features Arbitration (FID 0x01, select %d: %s) failed" % (
+            ctrl.summary(), select, SELECT_NAMES[select])
+        if rc != 0:
+            raise NvmeCommandError(argv, rc, out, err, what, ctrl, parse_status(err + "\n" + out))
+        try:
+            name, value = parse_get_feature(out)
+        except ValueError as e:
+            raise NvmeCommandError(argv, rc, out, err, what, ctrl,
+                                   fix="%s; this nvme-cli prints a format the module does not know" % e)
+        if name != SELECT_NAMES[select]:
+            raise NvmeCommandError(argv, rc, out, err, what, ctrl,
+                                   fix="nvme-cli reported the %s value, not the %s value" % (name, SELECT_NAMES[select]))
+        return value
+
+    def set_feature(self, ctrl, dw11, save):
+        # Long options only: nvme-cli 2.13 renamed the short form of --value to -V and made -v --verbose, so
+        # "-v 0x03020103" there sends Dword 11 = 0 and exits 0 (observed with FID 0x04 on the lab guest).
+        argv = [self.nvme, "set-feature", ctrl.dev_path, "--feature-id=%d" % FID_ARBITRATION, "--value=%s" % hex32(dw11)]
+        if save:
+            argv.append("--save")
+        rc, out, err = self._run(argv)
+        if rc != 0:
+            what = "%s refused Set Features Arbitration (FID 0x01) value %s%s" % (
+                ctrl.summary(), hex32(dw11), " with save" if save else "")
+            raise NvmeCommandError(argv, rc, out, err, what, ctrl, parse_status(err + "\n" + out))
+        sent = parse_set_feature(out)
+        if sent is not None and sent != dw11:
+            raise NvmeCommandError(argv, rc, out, err, "%s: Set Features Arbitration (FID 0x01)" % ctrl.summary(), ctrl,
+                                   fix="nvme-cli sent Dword 11 %s, not %s: it did not take the value option as "
+                                       "given" % (hex32(sent), hex32(dw11)))
+
+    def oncs(self, ctrl):
+        """Identify Controller ONCS (int), from ``nvme id-ctrl -o json`` (2.3 and 2.13 both have it)."""
+        argv = [self.nvme, "id-ctrl", ctrl.dev_path, "--output-format=json"]
+        rc, out, err = self._run(argv)
+        what = "%s: Identify Controller failed" % ctrl.summary()
+        if rc != 0:
+            raise NvmeCommandError(argv, rc, out, err, what, ctrl, parse_status(err + "\n" + out))
+        try:
+            return int(json.loads(out)["oncs"])
+        except (ValueError, KeyError, TypeError):
+            raise NvmeCommandError(argv, rc, out, err, what, ctrl, fix="no ONCS field in %r" % out[:200])
+
+    def show_regs(self, ctrl):
+        """(regs, None) or (None, reason). Plain output: 2.3's JSON mode exits 1 even on success."""
+        argv = [self.nvme, "show-regs", ctrl.dev_path]
+        rc, out, err = self._run(argv)
+        regs = parse_show_regs(out) if rc == 0 else {}
+        if rc == 0 and "cap" in regs and "cc" in regs and regs.get("version", regs.get("vs", 0)) >= 0x10000:
+            return regs, None
+        status = parse_status(err + "\n" + out)
+        said = status.describe() if status else (_first_line(err) or "rc=%s, no usable register values" % rc)
+        return None, "%s %s: %s" % (" ".join(argv), "failed" if rc else "printed no usable registers", said)
+
+
+# == per-controller probe ========================================================================
+
+def iomem_relaxed(fs):
+    return "iomem=relaxed" in (fs.read("/proc/cmdline") or "").split()
+
+
+def ams_info(fs, cli, ctrl):
+    """What CAP.AMS / CC.AMS say, or why they could not be read."""
+    info = {"cap_ams": None, "cc_ams": "unknown", "source": None, "reason": None, "cap": None, "cc": None}
+    regs, problem = cli.show_regs(ctrl)
+    if regs is None:
+        reason = problem
+        if ctrl.transport in (None, "pcie") and not iomem_relaxed(fs):
+            reason += ("; the registers live in the controller's PCI BAR, which kernels built with "
+                       "CONFIG_IO_STRICT_DEVMEM=y (Debian's) do not let user space map while the nvme driver owns "
+                       "it: boot with the kernel argument iomem=relaxed to read CAP/CC")
+        info["reason"] = reason
+        return info
+    info["cap_ams"], info["cc_ams"] = decode_ams(regs["cap"], regs["cc"])
+    info["source"] = "nvme show-regs"
+    info["cap"], info["cc"] = "0x%x" % regs["cap"], "0x%x" % regs["cc"]
+    return info
+
+
+class ControllerProbe:
+    """Everything read from one controller before planning (each command once)."""
+
+    def __init__(self, cli, fs, ctrl):
+        self.ctrl = ctrl
+        self.problems = []
+        self.notes = []
+        self.current = self.saved = None
+        self.capabilities = None
+        self.capabilities_reason = None
+        self.select_supported = None
+        if ctrl.state != "live":
+            self.problems.append("%s is in state %r, not live: the driver refuses admin commands until it is; retry "
+                                 "when /sys/class/nvme/%s/state reads live" % (ctrl.summary(), ctrl.state, ctrl.name))
+            self.ams = {"cap_ams": None, "cc_ams": "unknown", "source": None, "cap": None, "cc": None,
+                        "reason": "controller not live"}
+            return
+        try:
+            self.current = cli.get_feature(ctrl, SELECT_CURRENT)
+        except NvmeCommandError as e:
+            self.problems.append(e.message)
+        try:
+            self.select_supported = bool(cli.oncs(ctrl) & ONCS_SAVE_SELECT)
+        except NvmeCommandError as e:
+            self.capabilities_reason = "Identify Controller failed: %s" % e.message
+        if self.select_supported:
+            try:
+                self.capabilities = cli.get_feature(ctrl, SELECT_SUPPORTED)
+            except NvmeCommandError as e:
+                self.capabilities_reason = e.message
+            try:
+                self.saved = cli.get_feature(ctrl, SELECT_SAVED)
+            except NvmeCommandError as e:
+                self.notes.append("saved value unreadable: %s" % e.message)
+        elif self.select_supported is False:
+            # Before NVMe 1.1 the Select field was reserved: such a controller answers select=3 with the current
+            # value, which would read as capabilities. Do not ask.
+            self.capabilities_reason = ("the controller does not support the Select field of Get Features (Identify "
+                                        "Controller ONCS bit 4 is 0): saveable/changeable are unknown")
+        self.ams = ams_info(fs, cli, ctrl)
+
+    def capability(self, bit):
+        return None if self.capabilities is None else bool(self.capabilities & bit)
+
+    def capabilities_report(self):
+        if self.capabilities is None:
+            return {"raw": None, "saveable": None, "changeable": None, "namespace_specific": None,
+                    "reason": self.capabilities_reason}
+        return {"raw": hex32(self.capabilities), "saveable": self.capability(CAP_SAVEABLE),
+                "changeable": self.capability(CAP_CHANGEABLE), "namespace_specific": self.capability(CAP_NS_SPECIFIC),
+                "reason": None}
+
+    def weights_active(self):
+        return self.ams.get("cc_ams") == "weighted_round_robin_urgent"
+
+
+def weights_warning(probe):
+    """Why the requested weights do nothing on this controller (the module warns, never stays silent)."""
+    ams = probe.ams
+    if ams["cc_ams"] == "unknown":
+        how = "CC.AMS could not be read (%s)" % ams["reason"]
+    else:
+        how = "CC.AMS reads %s (%s, cc=%s)" % (ams["cc_ams"], ams["source"], ams["cc"])
+    extra = ""
+    if ams.get("cap_ams") is not None and not ams["cap_ams"]["wrr_urgent"]:
+        extra = " The controller does not support weighted round robin at all (CAP.AMS bit 17 is 0)."
+    return ("%s: the arbitration weights have no effect: %s, and the Linux nvme driver always enables controllers "
+            "with round robin arbitration (nvme_enable_ctrl sets CC.AMS=RR; it never selects weighted round robin "
+            "and creates I/O queues without a priority class). Only burst acts. The weights are stored in the "
+            "feature anyway.%s" % (probe.ctrl.summary(), how, extra))
+
+
+# == engine settings ============================================================================
+
+class ArbitrationSetting(Setting):
+    """FID 0x01 on one controller: ``{"current": dw11, "saved": dw11 or None}``.
+
+    ``save`` also compares (and writes, with Set Features SV=1) the saved value.
+    """
+
+    order = 100
+
+    def __init__(self, cli, probe, wanted, save):
+        super(ArbitrationSetting, self).__init__("arbitration[%s]" % probe.ctrl.name, None)
+        self.cli = cli
+        self.probe = probe
+        self.ctrl = probe.ctrl
+        self.wanted = dict(wanted)
+        self.save = save
+        self.refusal = None
+        self._first = True
+        self.desired = self._merge(probe.current)
+
+    def _merge(self, current):
+        fields = decode(current if current is not None else AB_UNLIMITED)
+        fields.update(self.wanted)
+        dw11 = encode(fields)
+        return {"current": dw11, "saved": dw11 if self.save else None}
+
+    def read(self, fs):
+        if self._first:  # the probe just read these; do not ask the controller twice
+            self._first = False
+            return {"current": self.probe.current, "saved": self.probe.saved if self.save else None}
+        saved = self.cli.get_feature(self.ctrl, SELECT_SAVED) if self.save else None
+        return {"current": self.cli.get_feature(self.ctrl, SELECT_CURRENT), "saved": saved}
+
+    def differs(self, current):
+        if current["current"] != self.desired["current"]:
+            return True
+        return self.save and current["saved"] != self.desired["current"]
+
+    def write(self, fs, value, current):
+        try:
+            self.cli.set_feature(self.ctrl, value["current"], self.save)
+        except NvmeCommandError as e:
+            if e.status is not None and e.status.refusal:
+                self.refusal = e
+            raise
+
+    def restore(self, fs, previous):
+        # Only what really changed: a refused Set Features changed nothing, and writing the old value to a
+        # controller that refuses changes would fail again.
+        now = self.read(fs)
+        if self.save and previous.get("saved") is not None and now["saved"] != previous["saved"]:
+            self.cli.set_feature(self.ctrl, previous["saved"], True)
+            now = self.read(fs)
+        if now["current"] != previous["current"]:
+            self.cli.set_feature(self.ctrl, previous["current"], False)
+
+    def report(self, value):
+        if value is None or value.get("current") is None:
+            return None
+        out = {"dw11": hex32(value["current"])}
+        out.update(decode(value["current"]))
+        if value.get("saved") is not None:
+            out["saved_dw11"] = hex32(value["saved"])
+        return out
+
+
+def rule_path(ctrl):
+    return "%s/%s%s.rules" % (RULES_DIR, RULE_PREFIX, slug(ctrl.serial))
+
+
+def udev_rule(ctrl, dw11):
+    """The rule that re-applies ``dw11`` to the controller with this serial at every controller add."""
+    serial = (ctrl.serial or "").strip()
+    if not _UDEV_SAFE.match(serial):
+        raise ValueError("the serial of %s (%r) has characters a udev rule cannot match safely; use persist: false "
+                         "and re-apply at boot another way" % (ctrl.name, serial))
+    fields = decode(dw11)
+    if fields["burst"] == "unlimited":
+        burst = "unlimited"
+    else:
+        burst = "%d (%d commands)" % (fields["burst"], fields["burst_commands"])
+    # Keyed by serial (ATTR matching ignores the attribute's trailing padding); no kernel name, no PCI address.
+    # Two events (observed on 6.1 and 6.12): "add" when the driver registers the controller - at hot plug
+    # before Identify, so the serial does not match yet, but at boot coldplug (udevadm trigger) it does;
+    # and "change" with NVME_EVENT=connected, which nvme_start_ctrl() sends each time the controller goes
+    # live: after probe and after every reset (reset_controller, error recovery), which resets features.
+    match = 'SUBSYSTEM=="nvme", KERNEL=="nvme[0-9]*", ATTR{serial}=="%s", RUN+="%s $kernel %s"' % (
+        serial, HELPER, hex32(dw11))
+    header = ("# NVMe controller serial %s (%s): Arbitration (FID 0x01) dword 11 %s = burst %s, weights (register "
+              "values) low %d, medium %d, high %d\n"
+              % (serial, ctrl.model or "NVMe", hex32(dw11), burst, fields["low_weight"], fields["medium_weight"],
+                 fields["high_weight"]))
+    body = (header
+            + 'ACTION=="add", %s\n' % match
+            + 'ACTION=="change", ENV{NVME_EVENT}=="connected", %s\n' % match)
+    return stamped(body, OWNER)
+
+
+def last_boot_apply(fs, ctrl):
+    """What the udev helper recorded for this controller in this boot, or None."""
+    text = fs.read("%s/%s.json" % (STATUS_DIR, slug(ctrl.serial or ctrl.name)))
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+# == the request ================================================================================
+
+class RequestError(Exception):
+    def __init__(self, msg, errors=None, details=None):
+        super(RequestError, self).__init__(msg)
+        self.msg = msg
+        self.errors = list(errors or [msg])
+        self.details = details or {}
+
+
+class Request:
+    """One module call: inputs validated, controllers resolved and probed, settings built."""
+
+    def __init__(self, params, fs, runner):
+        self.params = params
+        self.fs = fs
+        self.cli = NvmeCli(runner)
+        self.warnings = []
+        self.skipped = {}          # controller name -> reason
+        self.no_save = set()       # controllers whose save was refused (warn: applied without save)
+        self.wanted, problems = requested_fields(params)
+        selectors = list(params.get("controllers") or [])
+        if not selectors:
+            problems.append("controllers is empty: name at least one NVMe controller")
+        problems.extend(p for p in (check_selector(s) for s in selectors) if p)
+        if problems:
+            raise RequestError("Invalid request (nothing was changed): " + "; ".join(problems), problems)
+        try:
+            self.controllers = ControllerResolver(fs).resolve_many(selectors)
+        except ControllerError as e:
+            raise RequestError(e.message, [e.message], {"candidates": e.candidates})
+        if self.cli.locate() is None:
+            raise RequestError("nvme-cli is not installed on the host (no nvme in PATH): install the nvme-cli package "
+                               "(apt-get install nvme-cli); the module reads and sets the Arbitration feature with it")
+        self.probes = dict((c.name, ControllerProbe(self.cli, fs, c)) for c in self.controllers)
+
+    @property
+    def read_only(self):
+        return not self.wanted
+
+    def _warn(self, message):
+        # settings() runs again after a refusal under warn: say each thing once
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def _unsupported(self, ctrl, message, errors, fix):
+        if self.params.get("when_unsupported") == "warn":
+            self._warn("%s (skipped: when_unsupported=warn; nothing was changed or persisted for %s)"
+                       % (message, ctrl.name))
+            self.skipped[ctrl.name] = message
+        else:
+            errors.append("%s. To go on: %s" % (message, fix))
+
+    def settings(self):
+        """(settings, errors) for the engine; errors make it fail before any write."""
+        errors, settings, rules = [], [], []
+        save = bool(self.params.get("save"))
+        persist = self.params.get("persist", True)
+        for ctrl in self.controllers:
+            probe = self.probes[ctrl.name]
+            if probe.problems:
+                errors.extend(probe.problems)
+                continue
+            if self.read_only or ctrl.name in self.skipped:
+                continue
+            setting = ArbitrationSetting(self.cli, probe, self.wanted, save and ctrl.name not in self.no_save)
+            change = setting.differs({"current": probe.current, "saved": probe.saved})
+            if change and probe.capability(CAP_CHANGEABLE) is False:
+                self._unsupported(ctrl, (
+                    "%s does not let the host change Arbitration (FID 0x01): Get Features select=3 reports "
+                    "capabilities %s (changeable bit 2 = 0), so Set Features would be refused with status 0x410e "
+                    "Feature Not Changeable; the controller keeps %s (wanted %s)"
+                    % (ctrl.summary(), hex32(probe.capabilities), hex32(probe.current), hex32(setting.desired["current"]))),
+                    errors, fix="ask for what it holds, remove %s from controllers, or set when_unsupported: warn to "
+                                "skip it with a warning" % ctrl.name)
+                continue
+            if setting.save and (probe.capability(CAP_SAVEABLE) is False or probe.select_supported is False):
+                if probe.select_supported is False:
+                    why = ("Identify Controller ONCS bit 4 is 0: the controller supports neither the Save bit of Set "
+                           "Features nor the Select field of Get Features")
+                else:
+                    why = "Get Features select=3 reports capabilities %s (saveable bit 0 = 0)" % hex32(probe.capabilities)
+                message = ("%s cannot save Arbitration (FID 0x01): %s, so Set Features with save would be refused with "
+                           "status 0x410d Feature Identifier Not Saveable; use save: false (persist: true re-applies the "
+                           "value at controller add through a udev rule keyed by the serial)" % (ctrl.summary(), why))
+                if self.params.get("when_unsupported") == "warn":
+                    self._warn(message + " (when_unsupported=warn: set without save%s)"
+                               % (", persisted by the udev rule" if persist else ""))
+                    self.no_save.add(ctrl.name)
+                    setting = ArbitrationSetting(self.cli, probe, self.wanted, False)
+                else:
+                    errors.append(message)
+                    continue
+            settings.append(setting)
+            if persist:
+                rules.append((ctrl, probe, setting))
+        for ctrl, probe, setting in rules:
+            if probe.capability(CAP_CHANGEABLE) is False:
+                # Nothing to change and nothing the host could change: the controller holds the value by itself.
+                note = "not persisted: the feature is not changeable, the controller always holds %s" % hex32(
+                    probe.current)
+                if note not in probe.notes:
+                    probe.notes.append(note)
+                continue
+            path = rule_path(ctrl)
+            if setting.save:
+                # The controller keeps the saved value across resets and power cycles; a rule of ours with an
+                # older value would fight it at the next boot.
+                settings.append(ManagedFile(path, None, adopt=self.params.get("adopt")))
+                continue
+            try:
+                content = udev_rule(ctrl, setting.desired["current"])
+            except ValueError as e:
+                errors.append(str(e))
+                continue
+            settings.append(ManagedFile(path, content, adopt=self.params.get("adopt")))
+        if any(isinstance(s, ManagedFile) and s.desired is not None for s in settings):
+            settings.append(ManagedFile(HELPER, HELPER_SOURCE, mode=0o755, adopt=self.params.get("adopt"), order=900))
+        return settings, errors
+
+    def refused(self, settings):
+        """The setting whose Set Features the controller refused in the last run, or None."""
+        for s in settings:
+            if isinstance(s, ArbitrationSetting) and s.refusal is not None:
+                return s
+        return None
+
+    def reconcile(self, reconciler):
+        """Run the engine; under when_unsupported=warn a controller that refuses is dropped and the rest re-run.
+
+        The capabilities usually predict a refusal (then nothing is sent); this covers controllers that do
+        not report them (no Select support) or report them wrongly. The engine has restored what the failed
+        run changed before the retry.
+        """
+        while True:
+            settings, errors = self.settings()
+            try:
+                return reconciler.run(settings, errors), settings
+            except ReconcileError as e:
+                bad = self.refused(settings)
+                if bad is None or self.params.get("when_unsupported") != "warn" or e.restore_errors:
+                    raise
+                status = bad.refusal.status
+                if status.not_saveable and bad.save:
+                    self._warn("%s (when_unsupported=warn: set without save)" % bad.refusal.message)
+                    self.no_save.add(bad.ctrl.name)
+                else:
+                    self._warn("%s (skipped: when_unsupported=warn; nothing was changed or persisted for %s)"
+                               % (bad.refusal.message, bad.ctrl.name))
+                    self.skipped[bad.ctrl.name] = bad.refusal.message
+
+    def report(self, result, settings):
+        """Per-controller results: what the controller holds now, its capabilities and AMS, what was done."""
+        values = result.get("values", {})
+        changed_keys = set(result.get("diff", {}).get("after", {}))
+        by_ctrl = dict((s.ctrl.name, s) for s in settings if isinstance(s, ArbitrationSetting))
+        paths = dict((s.key, s) for s in settings if isinstance(s, ManagedFile))
+        out = []
+        for ctrl in self.controllers:
+            probe = self.probes[ctrl.name]
+            setting = by_ctrl.get(ctrl.name)
+            held = None
+            if setting is not None and values.get(setting.key) is not None:
+                held = values[setting.key]
+                current, saved = int(held["dw11"], 16), held.get("saved_dw11")
+                saved = int(saved, 16) if saved else probe.saved
+            else:
+                current, saved = probe.current, probe.saved
+            if ctrl.name in self.skipped:
+                status = "skipped"
+            elif self.read_only:
+                status = "read"
+            elif setting is not None and setting.key in changed_keys:
+                status = "changed"
+            else:
+                status = "unchanged"
+            rule = rule_path(ctrl) if ctrl.serial else None
+            entry = {
+                "controller": ctrl.name, "dev_path": ctrl.dev_path, "serial": ctrl.serial, "model": ctrl.model,
+                "firmware": ctrl.firmware, "transport": ctrl.transport, "address": ctrl.address,
+                "selector": ctrl.selector, "matched_by": ctrl.matched_by, "namespaces": ctrl.namespaces,
+                "status": status, "skipped_reason": self.skipped.get(ctrl.name),
+                "dw11": hex32(current), "arbitration": decode(current) if current is not None else None,
+                "saved": ({"dw11": hex32(saved)} if saved is not None else None),
+                "saved_with_this_call": bool(setting is not None and setting.save and status == "changed"),
+                "capabilities": probe.capabilities_report(),
+                "ams": probe.ams, "weights_active": probe.weights_active(),
+                "persisted_to": rule if rule in paths and paths[rule].desired is not None else None,
+                "last_boot_apply": last_boot_apply(self.fs, ctrl),
+                "notes": list(probe.notes),
+            }
+            if saved is not None:
+                entry["saved"].update(decode(saved))
+            out.append(entry)
+        return out
+
+    def weight_warnings(self):
+        if not any(w in self.wanted for w in WEIGHTS):
+            return []
+        return [weights_warning(self.probes[c.name]) for c in self.controllers
+                if c.name not in self.skipped and not self.probes[c.name].problems
+                and not self.probes[c.name].weights_active()]
+
+
+def run(params, fs, runner, check_mode, reconciler_class):
+    """The whole module call: returns the exit_json keys (``warnings`` separate) or raises."""
+    request = Request(params, fs, runner)
+    result, settings = request.reconcile(reconciler_class(fs, check_mode=check_mode))
+    controllers = request.report(result, settings)
+    persisted = sorted(s.key for s in settings if isinstance(s, ManagedFile) and s.desired is not None
+                       and s.key.startswith(RULES_DIR))
+    return {"changed": result["changed"], "diff": result["diff"], "controllers": controllers,
+            "persisted_to": persisted, "warnings": request.warnings + request.weight_warnings()}
