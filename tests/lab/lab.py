@@ -850,7 +850,7 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool) 
 
 def _start_qemu(inst: Instance, common: list[str]) -> tuple[int, dict]:
     """Start the daemonized QEMU with an SSH forward on a free loopback port."""
-    for _ in range(3):
+    for _attempt in range(3):
         port = free_port()
         # restrict=on: the guest reaches nothing; only the SSH forward, on loopback.
         argv = common + ["-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22"]
