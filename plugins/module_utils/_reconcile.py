@@ -299,3 +299,19 @@ def fail_module(module, err):
     if isinstance(err, CommandError):
         module.fail_json(msg=err.message, command=err.as_dict())
     module.fail_json(msg=str(err))
+
+
+def exit_module(module, call, request_errors=()):
+    """End a module with the result of ``call()`` (a dict with ``warnings``): each warning as a task
+    warning, and any failure without a traceback. ``request_errors`` are the module's own input-error
+    classes (``msg``, ``errors``, optional ``details``); engine, kernel and command errors go through
+    :func:`fail_module`."""
+    try:
+        result = call()
+    except request_errors as e:  # pylint: disable=catching-non-exception
+        module.fail_json(msg=e.msg, errors=e.errors, **getattr(e, "details", {}))
+    except (ReconcileError, KernelFileError, CommandError) as e:
+        fail_module(module, e)
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
+    module.exit_json(**result)

@@ -258,9 +258,9 @@ diff:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_request
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError, Runner
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError, fail_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 RAW = {"type": "raw"}
 
@@ -285,15 +285,8 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = _cgroup_request.reconcile(module.params, KernelFS(), Runner(module), module.check_mode)
-    except _cgroup_request.RequestError as e:
-        module.fail_json(msg=e.msg, errors=e.errors)
-    except (ReconcileError, KernelFileError, CommandError) as e:
-        fail_module(module, e)
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(**result)
+    exit_module(module, lambda: _cgroup_request.reconcile(module.params, KernelFS(), Runner(module), module.check_mode),
+                (_cgroup_request.RequestError,))
 
 
 if __name__ == "__main__":

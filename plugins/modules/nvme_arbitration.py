@@ -221,11 +221,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_arbitration
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError, Runner
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
-    Reconciler, ReconcileError, fail_module,
-)
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, exit_module
 
 RAW = {"type": "raw"}
 
@@ -239,15 +237,8 @@ def main():
                             when_unsupported={"type": "str", "choices": ["fail", "warn"], "default": "fail"}),
         supports_check_mode=True,
     )
-    try:
-        result = _nvme_arbitration.run(module.params, KernelFS(), Runner(module), module.check_mode, Reconciler)
-    except _nvme_arbitration.RequestError as e:
-        module.fail_json(msg=e.msg, errors=e.errors, **e.details)
-    except (ReconcileError, KernelFileError, CommandError) as e:
-        fail_module(module, e)
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(**result)
+    exit_module(module, lambda: _nvme_arbitration.run(module.params, KernelFS(), Runner(module), module.check_mode,
+                                                      Reconciler), (_nvme_arbitration.RequestError,))
 
 
 if __name__ == "__main__":
