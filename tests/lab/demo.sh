@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make demo`: build (or reuse) the Debian 12 lab image, boot it, run the collection's rollout
-# playbook against it, print the summary, shut the VM down. KEEP_LAB=1 leaves it running.
+# `make demo`: build (or reuse) the Debian 12 lab image, boot it, print its capabilities, run the
+# fleet rollout (site.yml) on it as a co-located host, print what was applied and the health
+# gate's reading, shut the VM down. KEEP_LAB=1 leaves it running.
 set -euo pipefail
 BIN=${1:?usage: demo.sh VENV_BIN}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +19,7 @@ fi
 mkdir -p .cache
 $LAB inventory "$NAME" > .cache/demo-inventory.yml
 "$BIN/ansible-playbook" -i .cache/demo-inventory.yml playbooks/demo.yml
+"$BIN/ansible-playbook" -i .cache/demo-inventory.yml -i playbooks/inventory/demo_groups.yml playbooks/demo_rollout.yml
 if [ "${KEEP_LAB:-0}" = 1 ]; then
   echo "The lab VM is still running: python3 tests/lab/lab.py ssh $NAME -- <command>;"
   echo "stop it with: python3 tests/lab/lab.py down $NAME --purge"

@@ -1111,7 +1111,9 @@ def cmd_inventory(a) -> None:
         "      ansible_user: root",
         f"      ansible_ssh_private_key_file: {_yaml_str(st['key'])}",
         "      ansible_python_interpreter: /usr/bin/python3",
-        "      ansible_ssh_common_args: \"-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null\"",
+        # ServerAlive: a session a guest reboot cuts is never closed by QEMU's user networking
+        "      ansible_ssh_common_args: \"-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+        "-o ServerAliveInterval=5 -o ServerAliveCountMax=6\"",
         f"      lab_guest: {st['guest']}",
         f"      lab_kernel_release: {_yaml_str(st.get('uname_r', ''))}",
         f"      lab_multipath: {str(bool(st.get('multipath'))).lower()}",

@@ -1,0 +1,245 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# The roles' planning filters (controller side). Each filter is documented in plugins/filter/<name>.yml.
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    import jmespath
+except ImportError:  # pragma: no cover - reported when a query is used
+    jmespath = None
+
+# The identity fields a selector may name, most stable first (the first one present is what
+# the roles pass to the modules, so requests never depend on this boot's names or numbers).
+STABLE_KEYS = ("wwid", "wwn", "serial")
+MODEL_KEYS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
+CAP_KEYS = {"rbps": "rbps", "wbps": "wbps", "riops": "rrandiops", "wiops": "wrandiops"}
+
+
+def _identity_names(identity):
+    names = set()
+    for key in ("name", "majmin", "serial", "wwid", "wwn", "eui", "nguid", "uuid", "stable_id", "dev_path"):
+        if identity.get(key):
+            names.add(str(identity[key]))
+    if identity.get("name"):
+        names.add("/dev/" + identity["name"])
+    for link in identity.get("by_id") or []:
+        names.update((link, "/dev/disk/by-id/" + link))
+    for link in identity.get("by_path") or []:
+        names.update((link, "/dev/disk/by-path/" + link))
+    return names
+
+
+def stable_selector(identity):
+    """What the roles pass as ``device``: the disk's WWN/serial, never its name or MAJ:MIN."""
+    for key in STABLE_KEYS:
+        if identity.get(key):
+            return str(identity[key])
+    if identity.get("by_id"):
+        return "/dev/disk/by-id/" + identity["by_id"][0]
+    raise AnsibleFilterError("%s has no stable identity (WWN, serial or by-id link); name it explicitly"
+                             % identity.get("name"))
+
+
+def select_disks(facts, selectors=None, query=None):
+    """The data disks: ``selectors`` (any identity form) or, when empty, a JMESPath ``query`` over the
+    list of ``io_facts`` devices (each ``{identity, queue, hw_queues, iocost}``). Returns those devices."""
+    devices = list(((facts or {}).get("devices") or {}).values())
+    if selectors:
+        out, missing = [], []
+        for selector in selectors:
+            found = [d for d in devices if str(selector) in _identity_names(d["identity"])]
+            if not found:
+                missing.append(str(selector))
+            elif found[0] not in out:
+                out.append(found[0])
+        if missing:
+            raise AnsibleFilterError("no disk on this host matches %s (disks: %s)" % (
+                ", ".join(missing), ", ".join("%s serial %s" % (d["identity"]["name"], d["identity"].get("serial"))
+                                              for d in devices) or "none"))
+        return out
+    if not query:
+        return []
+    if jmespath is None:
+        raise AnsibleFilterError("selecting disks by query needs the jmespath Python library on the controller")
+    try:
+        found = jmespath.search(query, devices)
+    except jmespath.exceptions.JMESPathError as e:
+        raise AnsibleFilterError("the disk query %r is not valid JMESPath: %s" % (query, e))
+    if found is None:
+        return []
+    if not isinstance(found, list) or not all(isinstance(d, dict) and "identity" in d for d in found):
+        raise AnsibleFilterError("the disk query %r must return a list of io_facts devices (use a filter "
+                                 "expression such as [?identity.kind=='nvme'])" % query)
+    return found
+
+
+def _calibration_entry(identity, calibration):
+    """(entry, warning): model + firmware + capacity, else model + capacity with a warning; never another size."""
+    same = [e for e in calibration or [] if e.get("model") == identity.get("model")
+            and int(e.get("capacity_bytes") or -1) == int(identity.get("size_bytes") or -2)]
+    exact = [e for e in same if e.get("firmware") == identity.get("firmware")]
+    if exact:
+        return exact[0], None
+    if same:
+        return same[0], ("%s: no calibration for firmware %s of %s; using the one measured on firmware %s"
+                         % (identity.get("name"), identity.get("firmware"), identity.get("model"),
+                            same[0].get("firmware")))
+    return None, None
+
+
+def iocost_plan(disks, models=None, calibration=None, qos=None):
+    """The ``iocost`` module's ``devices`` for the disks, and where each model came from.
+
+    Model, in order: ``models`` (keyed by any identity form of the disk), a ``calibration`` entry
+    (``{model, firmware, capacity_bytes, iocost_model, qos}``), else the kernel's class (``ctrl: auto``).
+    A calibration entry's QoS wins over the common ``qos``. Returns
+    ``{devices: [{device, model, qos}], sources: {selector: explicit|calibration|kernel}, warnings: []}``.
+    """
+    out = {"devices": [], "sources": {}, "warnings": []}
+    for disk in disks or []:
+        identity = disk["identity"]
+        names = _identity_names(identity)
+        model, source, disk_qos = None, "kernel", qos
+        explicit = [v for k, v in (models or {}).items() if str(k) in names]
+        if explicit:
+            model, source = explicit[0], "explicit"
+        else:
+            entry, warning = _calibration_entry(identity, calibration)
+            if warning:
+                out["warnings"].append(warning)
+            if entry:
+                model, source = entry.get("iocost_model"), "calibration"
+                disk_qos = entry.get("qos") or qos
+        selector = stable_selector(identity)
+        item = {"device": selector, "model": model or {"ctrl": "auto"}}
+        if disk_qos:
+            item["qos"] = disk_qos
+        out["devices"].append(item)
+        out["sources"][selector] = source
+    return out
+
+
+def _percent(value):
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            return float(text[:-1])
+        except ValueError:
+            raise AnsibleFilterError("%r is not a percentage such as 90%%" % value)
+    return None
+
+
+def io_max_caps(disks, caps):
+    """io.max per disk for the cgroup module from ``caps`` ({rbps, wbps, riops, wiops}, each absolute or
+    'N%' of the disk's iocost model as the kernel holds it: rbps/wbps, riops of rrandiops, wiops of
+    wrandiops). ``disks`` are ``iocost`` results (``devices[]``: device/model). Returns {selector: caps}."""
+    out = {}
+    for disk in disks or []:
+        model = disk.get("model") or {}
+        selector = _selector(disk)
+        limits = {}
+        for key, value in (caps or {}).items():
+            if key not in CAP_KEYS:
+                raise AnsibleFilterError("io.max cap %r: use rbps, wbps, riops or wiops" % key)
+            pct = _percent(value)
+            if pct is None:
+                limits[key] = value
+                continue
+            if not 0 < pct <= 100:
+                raise AnsibleFilterError("io.max cap %s=%s: a percentage of the model must be above 0 and at most "
+                                         "100" % (key, value))
+            base = model.get(CAP_KEYS[key])
+            if not base:
+                raise AnsibleFilterError("io.max cap %s=%s for %s: the disk has no iocost model to take a "
+                                         "percentage of" % (key, value, selector))
+            limits[key] = max(int(int(base) * pct / 100), 2)
+        if limits:
+            out[selector] = limits
+    return out
+
+
+def ram_share(value, total_bytes):
+    """'20%' of ``total_bytes`` as bytes; anything else (bytes, '8G', 'max') unchanged."""
+    pct = _percent(value)
+    if pct is None:
+        return value
+    if not 0 <= pct <= 100:
+        raise AnsibleFilterError("%s is not a share of RAM between 0%% and 100%%" % value)
+    if not total_bytes:
+        raise AnsibleFilterError("%s of RAM: the host's memory size is unknown (io_facts host.memory_bytes)" % value)
+    return int(int(total_bytes) * pct / 100)
+
+
+def per_disk(disks, value):
+    """``{selector: value}`` for each disk (``iocost`` results or plan entries)."""
+    return dict((_selector(disk), value) for disk in disks or [])
+
+
+def _selector(disk):
+    """A disk given as an io_facts device, an iocost result, a plan entry or a selector string."""
+    if isinstance(disk, dict) and "identity" in disk:
+        return stable_selector(disk["identity"])
+    device = disk.get("device") if isinstance(disk, dict) else disk
+    return stable_selector(device) if isinstance(device, dict) else str(device)
+
+
+def disk_entries(disks, settings):
+    """``[{device: <selector>, **settings}]`` for each disk (one module call for all of them)."""
+    out = []
+    for disk in disks or []:
+        entry = dict(settings or {})
+        entry["device"] = _selector(disk)
+        out.append(entry)
+    return out
+
+
+def _short(value, limit=120):
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def drift_summary(results):
+    """One line per setting a check-mode run would change: ``{name: registered result}`` -> lines.
+
+    Kernel drift the cgroup module found is given as file/key/want/have; managed files as
+    "file <path> differs"; other settings as before -> after.
+    """
+    lines = []
+    for name, result in sorted((results or {}).items()):
+        if not isinstance(result, dict) or not result.get("changed"):
+            continue
+        before = (result.get("diff") or {}).get("before") or {}
+        after = (result.get("diff") or {}).get("after") or {}
+        for key in sorted(set(before) | set(after)):
+            old, new = before.get(key), after.get(key)
+            drift = old.get("drift") if isinstance(old, dict) else None
+            if drift:
+                lines.extend("%s: %s %s %s: want %s, have %s" % (
+                    name, key, d.get("file"), d.get("key"), d.get("want"), d.get("have")) for d in drift)
+            elif isinstance(old, dict) and isinstance(new, dict) and "files" in new:
+                changed = sorted(k for k in set(old.get("files") or {}) | set(new["files"])
+                                 if (old.get("files") or {}).get(k) != new["files"].get(k))
+                lines.extend("%s: %s: file %s differs" % (name, key, path) for path in changed)
+            elif str(key).startswith("/"):
+                what = "would be removed" if new is None else "would be created" if old is None else "differs"
+                lines.append("%s: file %s %s" % (name, key, what))
+            else:
+                lines.append("%s: %s: %s -> %s" % (name, key, _short(old), _short(new)))
+        if not before and not after:
+            lines.append("%s: would change" % name)
+    return lines
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"select_disks": select_disks, "iocost_plan": iocost_plan, "io_max_caps": io_max_caps,
+                "ram_share": ram_share, "per_disk": per_disk, "disk_entries": disk_entries,
+                "drift_summary": drift_summary}

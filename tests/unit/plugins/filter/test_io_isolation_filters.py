@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The roles' planning filters: disk selection, iocost model sources, io.max shares, RAM shares."""
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.aiinfra.io_isolation.plugins.filter import io_isolation as f
+
+WWID_A = "nvme.1b36-6c61622d6e766d652d61-51454d55204e564d65204374726c-00000001"
+
+
+def disk(name, majmin, serial, kind="nvme", rotational=False, wwid=None, model="QEMU NVMe Ctrl", firmware="9.2.0",
+         size=1073741824):
+    return {"identity": {"name": name, "majmin": majmin, "serial": serial, "kind": kind, "rotational": rotational,
+                         "wwid": wwid, "model": model, "firmware": firmware, "size_bytes": size, "has_mq": True,
+                         "by_id": ["nvme-QEMU_NVMe_Ctrl_%s" % serial] if kind == "nvme" else ["virtio-%s" % serial],
+                         "by_path": [], "stable_id": ("wwn:" + wwid) if wwid else serial and "serial:" + serial},
+            "iocost": {"enabled": False}}
+
+
+FACTS = {"devices": {
+    "nvme0n1": disk("nvme0n1", "259:0", "lab-nvme-a", wwid=WWID_A),
+    "nvme1n1": disk("nvme1n1", "259:1", "lab-nvme-b", size=2147483648),
+    "vda": disk("vda", "254:0", "lab-root", kind="virtio"),
+    "sda": disk("sda", "8:0", "HDD1", kind="scsi", rotational=True),
+}}
+NVME_QUERY = "[?identity.kind=='nvme' && identity.rotational==`false`]"
+
+
+def names(disks):
+    return sorted(d["identity"]["name"] for d in disks)
+
+
+def test_query_selects_the_nvme_namespaces():
+    assert names(f.select_disks(FACTS, [], NVME_QUERY)) == ["nvme0n1", "nvme1n1"]
+    assert names(f.select_disks(FACTS, [], "[?identity.rotational]")) == ["sda"]
+    assert f.select_disks(FACTS, [], "[?identity.kind=='md']") == []
+
+
+@pytest.mark.parametrize("selector", ["lab-nvme-a", "/dev/nvme0n1", "259:0", WWID_A, "wwn:" + WWID_A,
+                                      "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_lab-nvme-a", "nvme0n1"])
+def test_explicit_selectors_win_over_the_query(selector):
+    assert names(f.select_disks(FACTS, [selector, "lab-nvme-a"], NVME_QUERY)) == ["nvme0n1"]
+
+
+def test_unknown_selector_names_the_disks():
+    with pytest.raises(AnsibleFilterError, match=r"no disk on this host matches nope.*nvme0n1 serial lab-nvme-a"):
+        f.select_disks(FACTS, ["lab-nvme-a", "nope"], None)
+
+
+@pytest.mark.parametrize("query, words", [("[?identity.kind=='nvme'", "not valid JMESPath"),
+                                          ("[].identity.name", "must return a list of io_facts devices")])
+def test_bad_queries_are_explained(query, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        f.select_disks(FACTS, [], query)
+
+
+MODEL = {"rbps": 2000000000, "rseqiops": 100000, "rrandiops": 100000, "wbps": 1000000000, "wseqiops": 50000,
+         "wrandiops": 50000}
+QOS = {"rpct": 95, "rlat": 2000, "wpct": 95, "wlat": 10000, "min": 10, "max": 100}
+CAL = {"model": "QEMU NVMe Ctrl", "firmware": "9.2.0", "capacity_bytes": 1073741824,
+       "iocost_model": dict(MODEL, rbps=1500000000), "qos": dict(QOS, rlat=1500)}
+
+
+def test_model_sources_in_order():
+    disks = [FACTS["devices"]["nvme0n1"], FACTS["devices"]["nvme1n1"], FACTS["devices"]["vda"]]
+    plan = f.iocost_plan(disks, {"vda": MODEL}, [CAL], QOS)
+    # nvme0n1: calibration (model, firmware, capacity); nvme1n1: another capacity -> kernel; vda: explicit
+    assert plan["sources"] == {WWID_A: "calibration", "lab-nvme-b": "kernel", "lab-root": "explicit"}
+    a, b, v = plan["devices"]
+    assert a == {"device": WWID_A, "model": CAL["iocost_model"], "qos": CAL["qos"]}
+    assert b == {"device": "lab-nvme-b", "model": {"ctrl": "auto"}, "qos": QOS}
+    assert v["model"] == MODEL and plan["warnings"] == []
+
+
+def test_calibration_of_another_firmware_is_used_with_a_warning():
+    plan = f.iocost_plan([FACTS["devices"]["nvme0n1"]], {}, [dict(CAL, firmware="8.0.0")], QOS)
+    assert plan["sources"][WWID_A] == "calibration"
+    assert "firmware 9.2.0" in plan["warnings"][0] and "8.0.0" in plan["warnings"][0]
+
+
+def test_disk_without_stable_identity_is_refused():
+    nameless = disk("vdb", "254:16", None, kind="virtio")
+    nameless["identity"]["by_id"] = []
+    with pytest.raises(AnsibleFilterError, match="vdb has no stable identity"):
+        f.iocost_plan([nameless])
+
+
+KERNEL_CLASS = {"ctrl": "auto", "rbps": 1370000000, "rrandiops": 100000, "wbps": 600000000, "wrandiops": 40000}
+RESULTS = [{"device": FACTS["devices"]["nvme0n1"]["identity"], "model": dict(MODEL, ctrl="user")},
+           {"device": FACTS["devices"]["nvme1n1"]["identity"], "model": KERNEL_CLASS}]
+
+
+def test_io_max_caps_as_a_share_of_each_model():
+    caps = f.io_max_caps(RESULTS, {"wbps": "90%", "riops": "50%", "rbps": "200MB"})
+    assert caps == {WWID_A: {"wbps": 900000000, "riops": 50000, "rbps": "200MB"},
+                    "lab-nvme-b": {"wbps": 540000000, "riops": 50000, "rbps": "200MB"}}
+    assert f.io_max_caps(RESULTS, {"rbps": "max"}) == {WWID_A: {"rbps": "max"}, "lab-nvme-b": {"rbps": "max"}}
+
+
+@pytest.mark.parametrize("caps, words", [({"wbps": "0%"}, "above 0"), ({"wbps": "150%"}, "at most 100"),
+                                         ({"wbps": "ninety%"}, "not a percentage"), ({"riopz": 5}, "use rbps")])
+def test_bad_caps_are_explained(caps, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        f.io_max_caps(RESULTS, caps)
+
+
+def test_share_of_a_disk_without_model_is_refused():
+    with pytest.raises(AnsibleFilterError, match="no iocost model"):
+        f.io_max_caps([{"device": FACTS["devices"]["vda"]["identity"], "model": None}], {"wbps": "50%"})
+
+
+def test_ram_share_and_passthrough():
+    assert f.ram_share("20%", 2000000000) == 400000000
+    assert f.ram_share("8G", 2000000000) == "8G" and f.ram_share(0, None) == 0 and f.ram_share("max", 1) == "max"
+    with pytest.raises(AnsibleFilterError, match="memory size is unknown"):
+        f.ram_share("20%", None)
+    with pytest.raises(AnsibleFilterError, match="between 0% and 100%"):
+        f.ram_share("120%", 1000)
+
+
+def test_per_disk_and_entries_use_stable_selectors():
+    assert f.per_disk(RESULTS, 2000) == {WWID_A: 2000, "lab-nvme-b": 2000}
+    assert f.disk_entries([{"device": "lab-nvme-b"}], {"scheduler": "none"}) == [
+        {"scheduler": "none", "device": "lab-nvme-b"}]
+    assert f.disk_entries(RESULTS, {}) == [{"device": WWID_A}, {"device": "lab-nvme-b"}]
+    # io_facts devices (as purge.yml passes them)
+    assert f.disk_entries([FACTS["devices"]["vda"]], {}) == [{"device": "lab-root"}]
+    assert f.per_disk([FACTS["devices"]["nvme0n1"]], 1) == {WWID_A: 1}
+    assert set(f.FilterModule().filters()) == {"select_disks", "iocost_plan", "io_max_caps", "ram_share", "per_disk",
+                                               "disk_entries", "drift_summary"}
+
+
+def test_drift_summary_lines():
+    cgroup = {"changed": True, "diff": {
+        "before": {"training.slice": {"files": {"/etc/x.conf": "a"}, "kernel": {},
+                                      "drift": [{"file": "io.weight", "key": "default", "want": 100, "have": 500}]}},
+        "after": {"training.slice": {"files": {"/etc/x.conf": "a"}, "kernel": {}}}}}
+    iocost = {"changed": True, "diff": {"before": {"io.cost.qos[259:0]": {"rlat": 5000}, "/etc/udev/r.rules": "x"},
+                                        "after": {"io.cost.qos[259:0]": {"rlat": 7000}, "/etc/udev/r.rules": "y"}}}
+    files = {"changed": True, "diff": {"before": {"s": {"files": {"/etc/a": "1"}}}, "after": {"s": {"files": {"/etc/a": "2"}}}}}
+    lines = f.drift_summary({"training slice": cgroup, "iocost": iocost, "same": {"changed": False}, "files": files,
+                             "bare": {"changed": True}})
+    assert lines == ["bare: would change",
+                     "files: s: file /etc/a differs",
+                     "iocost: file /etc/udev/r.rules differs",
+                     "iocost: io.cost.qos[259:0]: {'rlat': 5000} -> {'rlat': 7000}",
+                     "training slice: training.slice io.weight default: want 100, have 500"]
+    assert f.drift_summary({"x": {"changed": False}}) == []
