@@ -174,7 +174,7 @@ def ram_share(value, total_bytes):
     if not 0 <= pct <= 100:
         raise AnsibleFilterError("%s is not a share of RAM between 0%% and 100%%" % value)
     if not total_bytes:
-        raise AnsibleFilterError("%s of RAM: the host's memory size is unknown (io_facts host.memory_bytes)" % value)
+        raise AnsibleFilterError("%s of RAM: the host's memory size is unknown (io_facts host.memory_stable_bytes)" % value)
     return int(int(total_bytes) * pct / 100)
 
 

@@ -188,7 +188,37 @@ def _host(reader):
             cpus[kind] = len(codecs.CPU_LIST.parse(text)) if text else None
         except codecs.CodecError:
             cpus[kind] = None
-    return {"memory_bytes": mem, "cpus_online": cpus["online"], "cpus_possible": cpus["possible"]}
+    return {"memory_bytes": mem, "memory_stable_bytes": _stable_memory(reader, mem),
+            "cpus_online": cpus["online"], "cpus_possible": cpus["possible"]}
+
+
+MEMORY_ROUND = 128 << 20
+
+
+def _stable_memory(reader, mem_total):
+    """The RAM size shares of RAM are taken of: the same on every boot.
+
+    MemTotal moves by a few KiB between boots (seen in the lab: 2018848 kB on a first boot of
+    6.12, 2018852 kB after), so a share of it would make a re-run after a reboot report drift.
+    Online memory blocks x block size (memory hotplug sysfs) is fixed; without that sysfs,
+    MemTotal rounded down to 128 MiB."""
+    base = "/sys/devices/system/memory"
+    size = reader.text(base + "/block_size_bytes") if reader.fs.exists(base + "/block_size_bytes") else None
+    try:
+        block = int(size.strip(), 16) if size else 0
+    except ValueError:
+        block = 0
+    if block > 0:
+        online = 0
+        for name in reader.fs.listdir(base):
+            if name.startswith("memory") and name[6:].isdigit():
+                state = (reader.text("%s/%s/state" % (base, name), quiet_errnos=(2,)) or "").strip()
+                online += state == "online"
+        if online:
+            return online * block
+    if mem_total:
+        return max(mem_total // MEMORY_ROUND, 1) * MEMORY_ROUND
+    return None
 
 
 def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, systemd_version=None, which=None):

@@ -66,9 +66,23 @@ def main(argv):
             finally:
                 os.close(fd)
         except OSError as e:
-            sys.stderr.write("iocost-apply: writing %r to /sys/fs/cgroup/%s failed: %s\\n" % (line, name, e))
+            report("writing %r to /sys/fs/cgroup/%s failed: %s" % (line, name, e))
             status = 1
     return status
+
+
+def report(msg):
+    # udev logs a failing RUN program only at debug level: put it in the kernel log as well,
+    # where dmesg and journalctl -k show it.
+    sys.stderr.write("iocost-apply: %s\\n" % msg)
+    try:
+        fd = os.open("/dev/kmsg", os.O_WRONLY)
+        try:
+            os.write(fd, ("<3>aiinfra-iocost-apply: %s\\n" % msg).encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

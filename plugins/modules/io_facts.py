@@ -159,10 +159,15 @@ ansible_facts:
           sample: {io: {some: {avg10: 0.09, avg60: 0.1, avg300: 0.06, total: 498019},
                         full: {avg10: 0.09, avg60: 0.04, avg300: 0.0, total: 230984}}}
         host:
-          description: Memory and CPU counts, for sizing memory protection as a share of RAM and NVMe queue counts.
+          description:
+            - Memory and CPU counts, for sizing memory protection as a share of RAM and NVMe queue counts.
+            - C(memory_bytes) is MemTotal, which moves by a few KiB between boots.
+              C(memory_stable_bytes) does not, so shares of RAM are taken of it. It counts the online memory
+              blocks of C(/sys/devices/system/memory). Where that directory is missing, it is MemTotal
+              rounded down to 128 MiB.
           returned: always
           type: dict
-          sample: {memory_bytes: 2062270464, cpus_online: 2, cpus_possible: 2}
+          sample: {memory_bytes: 2067300352, memory_stable_bytes: 2147483648, cpus_online: 2, cpus_possible: 2}
         warnings:
           description: Files that could not be read or parsed (for example debugfs without root).
           returned: always

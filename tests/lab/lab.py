@@ -781,6 +781,20 @@ def wait_ssh(st: dict, timeout: float, inst: Instance, cmd: str = "cat /proc/sys
     die(msg + f"\nthe VM is left running for inspection, `lab.py down {inst.name}` stops it")
 
 
+def settle(st: dict, inst: Instance) -> float:
+    """Wait for the guest's udev queue to drain; return the seconds it took.
+
+    SSH answers while udev may still be running coldplug RUN programs (under TCG a Python helper
+    takes about a second per disk), so a check right after SSH can see a disk before its rule
+    ran. Seen in CI: a renumbered NVMe disk read without its iocost model. A booted lab VM means
+    SSH answers and udev has settled."""
+    t0 = time.monotonic()
+    r = ssh_run(st, "udevadm settle --timeout=180", timeout=200)
+    if r.returncode != 0:
+        die(f"udev on {inst.name} did not settle within 180 s: {r.stderr.strip()}")
+    return round(time.monotonic() - t0, 1)
+
+
 def find_custom_kernel() -> Path:
     """The prebuilt 6.1 kernel with io.latency/io.prio.class (shared/lab-kernels)."""
     cands = []
@@ -956,6 +970,7 @@ def cmd_up(a) -> None:
         st = {**st_base, **st}
         st["boot_to_ssh_s"] = round(time.monotonic() - st.pop("t0"), 1)
         ssh_master_start(st)
+        st["udev_settle_s"] = settle(st, inst)
         info = ssh_run(st, "uname -r; systemctl --version | head -1").stdout.split("\n")
         st["uname_r"], st["systemd"] = info[0].strip(), (info[1].split() + ["", ""])[1]
         write_json(inst.state_file, st)
@@ -1023,8 +1038,9 @@ def cmd_reboot(a) -> None:
                 ssh_run(st, "systemctl reboot", timeout=30, mux=False)
         # A new boot_id proves the guest really went through a boot.
         wait_ssh(st, a.timeout, inst, not_equal=before or None)
-        took = round(time.monotonic() - t0, 1)
         ssh_master_start(st)
+        st["udev_settle_s"] = settle(st, inst)
+        took = round(time.monotonic() - t0, 1)
         st["last_reboot_s"] = took
         write_json(inst.state_file, st)
     print(f"{inst.name}: rebooted ({'QMP system_reset' if a.hard else 'systemctl reboot'}) "

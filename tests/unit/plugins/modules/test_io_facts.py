@@ -78,8 +78,23 @@ def test_facts_on_a_lab_like_host(tmp_path, run):
     assert f["cgroups"]["training.slice"] == {"name": "training.slice", "path": "/sys/fs/cgroup/training.slice",
                                               "exists": False}
     assert f["pressure"]["io"]["some"]["total"] == 0
-    assert f["host"] == {"memory_bytes": 2013936 * 1024, "cpus_online": 2, "cpus_possible": 2}
+    # No memory-block sysfs here: MemTotal rounded down to 128 MiB (1966.7 MiB -> 1920 MiB).
+    assert f["host"] == {"memory_bytes": 2013936 * 1024, "memory_stable_bytes": 1920 << 20, "cpus_online": 2,
+                         "cpus_possible": 2}
     assert f["warnings"] == []
+
+
+def test_shares_of_ram_use_the_memory_blocks_which_do_not_move_between_boots(tmp_path, run):
+    """MemTotal moved by 4 KiB between two boots of the lab's 6.12 guest; online memory blocks did not."""
+    h = lab_like_host(tmp_path)
+    h.write("/sys/devices/system/memory/block_size_bytes", "8000000\n")
+    for n in range(16):
+        h.write("/sys/devices/system/memory/memory%d/state" % n, "online\n" if n != 3 else "offline\n")
+    first = run(h)["ansible_facts"]["io_isolation"]["host"]
+    h.write("/proc/meminfo", "MemTotal:        2013940 kB\n")
+    second = run(h)["ansible_facts"]["io_isolation"]["host"]
+    assert first["memory_stable_bytes"] == second["memory_stable_bytes"] == 15 * (128 << 20)
+    assert first["memory_bytes"] != second["memory_bytes"]
 
 
 def test_poll_queues_are_seen_in_the_split(tmp_path, run):

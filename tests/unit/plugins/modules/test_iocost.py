@@ -88,6 +88,29 @@ def test_helper_applies_the_rule_to_a_new_majmin(lab, tmp_path):
     assert ns["main"](["259:7", "memory.max:1=1"]) == 2 and ns["main"](["nvme0n1", args[0]]) == 2
 
 
+def test_helper_reports_a_refused_write_to_the_kernel_log():
+    """udev hides a failing RUN program's output: the helper's failure must reach /dev/kmsg."""
+    ns = {}
+    exec(compile(_iocost.HELPER_SOURCE, "iocost-apply", "exec"), ns)  # pylint: disable=exec-used
+    opened, written = [], []
+    real_open, real_write = os.open, os.write
+
+    def fake_open(path, flags):
+        opened.append(path)
+        if path.startswith("/sys/fs/cgroup/"):
+            raise OSError(19, "No such device")
+        return real_open(os.devnull, os.O_WRONLY)
+
+    try:
+        os.open = fake_open
+        os.write = lambda fd, data: written.append(data) or len(data)
+        assert ns["main"](["259:7", "io.cost.model:ctrl=auto"]) == 1
+    finally:
+        os.open, os.write = real_open, real_write
+    assert opened == ["/sys/fs/cgroup/io.cost.model", "/dev/kmsg"]
+    assert written[0].startswith(b"<3>aiinfra-iocost-apply: writing") and b"No such device" in written[0]
+
+
 def test_check_mode_writes_nothing_anywhere(lab):
     result = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS, _ansible_check_mode=True)
     assert result["changed"] and lab.sim.writes == [] and etc_files(lab) == []

@@ -1,0 +1,21 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""After purge.yml: no file stamped by the collection is left, and the slices have no settings of ours."""
+
+import os
+
+import testinfra.utils.ansible_runner
+
+hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+STAMP = "Managed by Ansible (aiinfra.io_isolation)"
+DIRS = "/etc/udev/rules.d /etc/sysctl.d /etc/tmpfiles.d /etc/modprobe.d /etc/systemd/system /usr/local/libexec"
+
+
+def test_no_managed_file_is_left(host):
+    found = host.run("grep -rlF '%s' %s 2>/dev/null" % (STAMP, DIRS))
+    assert found.stdout.strip() == "", found.stdout
+
+
+def test_slices_have_no_drop_ins_of_ours(host):
+    for unit in ("inference.slice", "training.slice"):
+        assert not host.file("/etc/systemd/system/%s.d/50-aiinfra-io-isolation.conf" % unit).exists
