@@ -212,7 +212,7 @@ def _stable_memory(reader, mem_total):
         online = 0
         for name in reader.fs.listdir(base):
             if name.startswith("memory") and name[6:].isdigit():
-                state = (reader.text("%s/%s/state" % (base, name), quiet_errnos=(2,)) or "").strip()
+                state = (reader.text("%s/%s/state" % (base, name), quiet_errnos=(errno.ENOENT,)) or "").strip()
                 online += state == "online"
         if online:
             return online * block
