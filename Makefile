@@ -19,12 +19,12 @@ export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check lab-images lab-test test demo demo-local clean constraints
+.PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check lab-images lab-test test demo demo-local clean constraints bench-calibration
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test"
-	@echo "make unit | sanity | lint | build | docs-check | changelog-check | lab-test | demo-local | clean"
+	@echo "make unit | sanity | lint | build | docs-check | changelog-check | lab-test | demo-local | bench-calibration | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -83,6 +83,11 @@ test: unit sanity lint build docs-check changelog-check lab-test
 # The collection's main job on the built-in lab (KEEP_LAB=1 leaves the VM running).
 demo: setup
 	bash tests/lab/demo.sh $(abspath $(BIN))
+
+# Benchmark (not a test): iocost_calibrate against the reference method on the lab's NVMe disk,
+# 3 repeats each, the reference at 120 s per fio run (about an hour under TCG).
+bench-calibration: lab-images
+	$(BIN)/python benchmarks/calibration/compare.py $(BENCH_ARGS)
 
 # The same playbook against this machine, read-only.
 demo-local: setup

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: build (or reuse) the Debian 12 lab image, boot it, print its capabilities, run the
+# `make demo`: build (or reuse) the Debian 12 lab image, boot it, print its capabilities, calibrate
+# its blank NVMe disk into .cache/demo-calibration-db (report and hwdb beside it), run the
 # fleet rollout (site.yml) on it as a co-located host, print what was applied and the health
 # gate's reading, shut the VM down. KEEP_LAB=1 leaves it running.
 set -euo pipefail
@@ -19,6 +20,7 @@ fi
 mkdir -p .cache
 $LAB inventory "$NAME" > .cache/demo-inventory.yml
 "$BIN/ansible-playbook" -i .cache/demo-inventory.yml playbooks/demo.yml
+"$BIN/ansible-playbook" -i .cache/demo-inventory.yml -i playbooks/inventory/demo_groups.yml playbooks/calibrate.yml
 "$BIN/ansible-playbook" -i .cache/demo-inventory.yml -i playbooks/inventory/demo_groups.yml playbooks/demo_rollout.yml
 if [ "${KEEP_LAB:-0}" = 1 ]; then
   echo "The lab VM is still running: python3 tests/lab/lab.py ssh $NAME -- <command>;"

@@ -38,6 +38,9 @@ def validate(tmp_path, role, given):
     ("inference", {"inference_io_weight": "heavy"}, "argument 'inference_io_weight' is of type str"),
     ("training", {"training_io_max": [1]}, "argument 'training_io_max' is of type list"),
     ("io_baseline", {"io_baseline_devices": {"a": 1}}, "argument 'io_baseline_devices' is of type dict"),
+    ("calibration", {"calibration_targets": [{"filesystem": "/srv"}], "calibration_repeats": "often"},
+     "argument 'calibration_repeats' is of type str"),
+    ("calibration", {}, "missing required arguments: calibration_targets"),
 ])
 def test_wrong_type_is_refused_by_name(tmp_path, role, given, words):
     run = validate(tmp_path, role, given)
@@ -48,6 +51,8 @@ def test_wrong_type_is_refused_by_name(tmp_path, role, given, words):
     ("inference", {"inference_io_weight": 500, "inference_memory_low": "20%"}),
     ("training", {"training_io_max": {"wbps": "90%"}, "training_memory_high": "8G"}),
     ("io_baseline", {"io_baseline_devices": ["lab-nvme-a"], "io_baseline_nvme_queues": {"poll_queues": 1}}),
+    ("calibration", {"calibration_targets": [{"device": "lab-nvme-b", "destructive": True}], "calibration_repeats": 3,
+                     "calibration_stop_rule": {"max_seconds": 60}}),
 ])
 def test_good_values_pass(tmp_path, role, given):
     run = validate(tmp_path, role, given)

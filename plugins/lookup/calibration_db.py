@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: calibration_db
+short_description: Read the iocost calibration database (one JSON file per hardware class)
+version_added: 0.1.0
+author:
+  - aiinfra platform engineering (@aiinfra)
+description:
+  - Reads every C(*.json) file of each directory given, on the controller, in file-name order, and returns the
+    entries (the C(calibration_entry) filter makes them; the P(aiinfra.io_isolation.calibration_entry_file#filter)
+    filter names their files).
+  - A directory that does not exist is an empty database (the database starts empty). Hidden files and files not
+    ending in C(.json) are ignored.
+  - Every file must be a valid entry, or the lookup fails naming the file and what is wrong - not JSON, missing keys
+    (C(schema), C(model), C(firmware), C(capacity_bytes), C(iocost_model), C(qos)), a schema other than V(1),
+    coefficients that are not positive integers, QoS values out of range, or a file name that is not the one
+    P(aiinfra.io_isolation.calibration_entry_file#filter) gives for its content (which also keeps two files from
+    holding the same hardware class).
+  - The lookup returns one list element per entry, so call it with C(query) or with C(lookup) and
+    C(wantlist=true); a plain C(lookup) turns a database of exactly one entry into that entry instead of a list.
+options:
+  _terms:
+    description:
+      - Database directories on the controller. A relative path is relative to the playbook's directory. The
+        entries of all of them are returned, and a hardware class found in two of them is an error.
+    type: list
+    elements: path
+    required: true
+notes:
+  - Only the controller's files are read; nothing runs on the managed hosts.
+seealso:
+  - plugin: aiinfra.io_isolation.calibration_entry
+    plugin_type: filter
+  - plugin: aiinfra.io_isolation.iocost_plan
+    plugin_type: filter
+"""
+
+EXAMPLES = r"""
+- name: Plan the iocost models of the data disks from the calibration database
+  ansible.builtin.set_fact:
+    iocost_devices: >-
+      {{ data_disks | aiinfra.io_isolation.iocost_plan({}, query('aiinfra.io_isolation.calibration_db',
+         playbook_dir ~ '/calibration')) }}
+
+- name: The same with lookup()
+  ansible.builtin.debug:
+    msg: "{{ lookup('aiinfra.io_isolation.calibration_db', '/srv/calibration', wantlist=true) | length }} entries"
+"""
+
+RETURN = r"""
+_list:
+  description:
+    - "The entries, each C({schema: 1, model, firmware, capacity_bytes, iocost_model, qos, spread, repeats, runs,
+      date, kernel, fio_version, host, method, kernel_model, device}), sorted by file name (all of the first
+      directory, then the next)."
+  type: list
+  elements: dict
+"""
+
+import os
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import (
+    CalibrationError, entry_class, entry_file_name, load_db)
+
+
+class LookupModule(LookupBase):
+
+    def run(self, terms, variables=None, **kwargs):
+        self.set_options(var_options=variables, direct=kwargs)
+        entries, seen = [], {}
+        for term in terms:
+            if not isinstance(term, str) or not term:
+                raise AnsibleLookupError("calibration_db: a database is a directory path, got %r" % (term,))
+            path = os.path.expanduser(term)
+            if not os.path.isabs(path):
+                path = os.path.join(self.get_basedir(variables or {}), path)
+            try:
+                found = load_db(path)
+            except CalibrationError as e:
+                raise AnsibleLookupError("calibration_db: %s" % e)
+            for entry in found:
+                where = os.path.join(path, entry_file_name(entry))
+                cls = entry_class(entry)
+                if cls in seen:
+                    raise AnsibleLookupError("calibration_db: %s and %s hold the same hardware class (%s firmware "
+                                             "%s, %d bytes); keep one" % (seen[cls], where, cls[0], cls[1], cls[2]))
+                seen[cls] = where
+                entries.append(entry)
+        return entries

@@ -1,0 +1,409 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""One calibration of one disk: target, held queue state, six measurements, QoS, restore.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+The order of a call:
+
+1. resolve the disk and plan the target (``_calibrate_target``): every refusal before any write;
+2. repair what a killed earlier run left (a journal under /run names what it changed);
+3. write the journal, create the scratch file, then hold the disk for measuring through the
+   reconcile engine (scheduler ``none``, ``nomerges`` 1, iocost off), read back and verified;
+4. the six fio measurements and the QoS latency runs (``_fio``);
+5. always (success, fio failure, SIGTERM/SIGHUP/SIGINT): put back scheduler, ``nr_requests``
+   (a scheduler switch resets it), ``nomerges`` and the ``io.cost.qos`` line, verify them, remove
+   the scratch file, then the journal.
+
+A SIGKILL cannot be caught: the journal lets the next call (or ``recover_only``) put the disk
+back. A reboot resets the kernel state by itself; then only the scratch file is removed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import platform
+import signal
+import time
+from contextlib import contextmanager
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue as blk_queue
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as targets
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _fio as fio
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import slug
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
+    CodecSetting, Reconciler, ReconcileError,
+)
+
+IOCOST_QOS = "/sys/fs/cgroup/io.cost.qos"
+IOCOST_MODEL = "/sys/fs/cgroup/io.cost.model"
+JOURNAL_DIR = "/run/aiinfra-io_isolation"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# What the measurement needs on the disk (the reference tool sets the same): no scheduler and no
+# merging between fio and the device, and no iocost throttling of fio itself.
+HOLD_QUEUE = {"scheduler": "none", "nomerges": 1}
+RESTORED_QUEUE = ("scheduler", "nr_requests", "nomerges")
+# The kernel's built-in iocost classes (blk-iocost.c autop[], kernel-abi.md section 4): shown next
+# to the calibrated model when the disk holds a user model (its own class is then not visible).
+KERNEL_CLASSES = {
+    "hdd": {"rbps": 174019176, "rseqiops": 41708, "rrandiops": 370,
+            "wbps": 178075866, "wseqiops": 42705, "wrandiops": 378},
+    "ssd_dfl": {"rbps": 488636629, "rseqiops": 8932, "rrandiops": 8518,
+                "wbps": 427891549, "wseqiops": 28755, "wrandiops": 21940},
+}
+
+
+class CalibrationError(Exception):
+    """A refusal or failure with a message for the user; ``details`` go into the result."""
+
+    def __init__(self, msg, errors=None, details=None):
+        super(CalibrationError, self).__init__(msg)
+        self.msg = msg
+        self.errors = list(errors or [msg])
+        self.details = dict(details or {})
+
+
+class Interrupted(BaseException):
+    """A signal arrived while measuring (BaseException: no ``except Exception`` swallows it)."""
+
+    def __init__(self, signum):
+        super(Interrupted, self).__init__(signum)
+        self.name = signal.Signals(signum).name
+
+
+@contextmanager
+def signals_as_exceptions(signums=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
+    """Turn termination signals into :class:`Interrupted` so ``finally`` blocks restore the disk."""
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+    old = {}
+    for signum in signums:
+        old[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, previous in old.items():
+            signal.signal(signum, previous)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the disk holds, holding it, putting it back
+# ---------------------------------------------------------------------------------------------
+
+def _iocost_lines(fs, majmin):
+    """(io.cost.model line, io.cost.qos line) for the disk as parsed dicts; None where absent."""
+    out = []
+    for path, codec in ((IOCOST_MODEL, codecs.IO_COST_MODEL), (IOCOST_QOS, codecs.IO_COST_QOS)):
+        text = fs.read(path)
+        out.append(codec.lookup(codec.parse(text), majmin) if text else None)
+    return tuple(out)
+
+
+def snapshot(fs, record):
+    """What the measurement will change, as the kernel holds it now (JSON-friendly)."""
+    ctx = blk_queue.QueueContext(fs, record)
+    queue = blk_queue.held(ctx)
+    model, qos = _iocost_lines(fs, record.majmin)
+    return {"queue": dict((attr, queue.get(attr)) for attr in RESTORED_QUEUE + ("wbt_lat_usec",)),
+            "iocost_qos": qos, "iocost_model": model}
+
+
+def _queue_settings(fs, record, attrs):
+    settings, errors, _plans = blk_queue.build(fs, [(record, attrs)], {"persist": False})
+    problems = errors + [p for s in settings for p in getattr(s, "problems", [])]
+    return settings, problems
+
+
+def _qos_setting(record, desired):
+    return CodecSetting("io.cost.qos[%s]" % record.majmin, IOCOST_QOS, codecs.IO_COST_QOS, desired,
+                        device=record.majmin, order=200, reset={"enable": 0, "ctrl": "auto"})
+
+
+def hold(fs, record, snap):
+    """Put the disk into measuring state through the engine (verified; undone on failure)."""
+    settings, problems = _queue_settings(fs, record, dict(HOLD_QUEUE))
+    qos = snap.get("iocost_qos")
+    if qos and str(qos.get("enable")) == "1":
+        # iocost off while measuring: it would throttle fio by the model being measured.
+        settings.append(_qos_setting(record, {"enable": 0}))
+    return Reconciler(fs).run(settings, problems)
+
+
+def restore(fs, record, snap):
+    """Put back what :func:`snapshot` saw; returns the engine result plus any wbt note."""
+    queue = snap["queue"]
+    attrs = dict((attr, queue[attr]) for attr in RESTORED_QUEUE if queue.get(attr) is not None)
+    settings, problems = _queue_settings(fs, record, attrs)
+    qos = snap.get("iocost_qos")
+    if qos:
+        desired = codecs.IO_COST_QOS.as_desired({record.majmin: qos})[record.majmin]
+        settings.append(_qos_setting(record, desired))
+    result = Reconciler(fs).run(settings, problems)
+    notes = []
+    # wbt is switched by the kernel, not by us (iocost on/off, bfq); write it only if it ended up
+    # elsewhere than before (kernel-abi.md: enabling iocost calls wbt_disable_default()).
+    before = queue.get("wbt_lat_usec")
+    path = blk_queue.QueueContext(fs, record).path("wbt_lat_usec")
+    now = fs.read(path)
+    if before is not None and now is not None and now.strip() != str(before):
+        fs.write(path, str(before))
+        notes.append("%s: wbt_lat_usec read %s after the restore; wrote back %s" % (record.name, now.strip(), before))
+    result["notes"] = notes
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The journal: what a killed run must undo
+# ---------------------------------------------------------------------------------------------
+
+def journal_path(record):
+    return "%s/calibrate-%s.json" % (JOURNAL_DIR, slug(record.stable_id or record.name))
+
+
+def _boot_id(fs):
+    return (fs.read(BOOT_ID) or "").strip()
+
+
+def write_journal(fs, record, snap, target):
+    fs.mkdir(JOURNAL_DIR, 0o700)
+    entry = {"device": record.brief(), "stable_id": record.stable_id, "pid": os.getpid(), "boot_id": _boot_id(fs),
+             "started": time.time(), "snapshot": snap,
+             "scratch": target.path if target.kind == "file" else None}
+    fs.atomic_write(journal_path(record), json.dumps(entry, sort_keys=True) + "\n", mode=0o600)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError as e:
+        return e.errno == 1   # EPERM: it exists
+    return True
+
+
+def recover(fs, record):
+    """Undo what a killed calibration of this disk left; returns a report dict or None."""
+    path = journal_path(record)
+    text = fs.read(path)
+    if text is None:
+        return None
+    try:
+        entry = json.loads(text)
+    except ValueError:
+        raise CalibrationError("%s is not a calibration journal (not JSON); remove it once the disk's scheduler, "
+                               "nomerges and io.cost.qos are checked by hand" % path)
+    same_boot = entry.get("boot_id") == _boot_id(fs)
+    if same_boot and entry.get("pid") and entry["pid"] != os.getpid() and _alive(entry["pid"]):
+        raise CalibrationError("another calibration of %s is running (pid %s, journal %s); wait for it to finish"
+                               % (record.name, entry["pid"], path))
+    report = {"journal": path, "started": entry.get("started"), "restored": None, "removed_scratch": None}
+    if same_boot:
+        # the MAJ:MIN in the journal is this boot's, but the disk is found by identity anyway
+        result = restore(fs, record, entry["snapshot"])
+        report["restored"] = result["diff"]["after"]
+        report["notes"] = result["notes"]
+    scratch = entry.get("scratch")
+    if scratch and fs.exists(scratch):
+        try:
+            targets.remove_scratch(fs.path(scratch))
+        except (OSError, ValueError) as e:
+            raise CalibrationError("cannot remove the scratch file %s of the killed run (journal %s): %s"
+                                   % (scratch, path, e))
+        report["removed_scratch"] = scratch
+    fs.remove(path)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# One calibration
+# ---------------------------------------------------------------------------------------------
+
+def stop_rule(params):
+    try:
+        return fio.StopRule(**dict((k, v) for k, v in (params or {}).items() if v is not None))
+    except (TypeError, ValueError) as e:
+        raise CalibrationError("stop_rule: %s" % e)
+
+
+def kernel_model(snap, record):
+    """The kernel's own class for the disk: its auto line, else the class its queue selects."""
+    model = snap.get("iocost_model")
+    if model and model.get("ctrl") == "auto":
+        return dict((k, int(model[k])) for k in codecs.COST_COEFS), "auto"
+    name = "hdd" if record.rotational else "ssd_dfl"
+    return dict(KERNEL_CLASSES[name]), name
+
+
+DEFAULT_SCRATCH = "16G"
+
+
+def _request(params):
+    """(scratch_size, big_block_size, headroom) in bytes; CalibrationError on bad input."""
+    sizes = {}
+    for name, default in (("scratch_size", DEFAULT_SCRATCH), ("big_block_size", None), ("scratch_headroom", None)):
+        value = params.get(name)
+        value = default if value is None else value
+        try:
+            sizes[name] = codecs.parse_size(value) if value is not None else None
+        except codecs.CodecError as e:
+            raise CalibrationError("%s: %s" % (name, e))
+        if sizes[name] == "max" or (sizes[name] is not None and sizes[name] <= 0):
+            raise CalibrationError("%s: give a size such as 4G, not %r" % (name, value))
+    if params.get("numjobs", 1) < 1:
+        raise CalibrationError("numjobs must be at least 1")
+    if params.get("qos_seconds", 1) < 1:
+        raise CalibrationError("qos_seconds must be at least 1")
+    return sizes["scratch_size"], sizes["big_block_size"], sizes["scratch_headroom"]
+
+
+def _tool_runner(runner):
+    """``run(argv) -> (rc, out, err)`` that answers rc 127 for a tool the host lacks instead of failing."""
+    def run(argv):
+        path = argv[0] if "/" in argv[0] else runner.which(argv[0])
+        if path is None:
+            return 127, "", "%s: command not found" % argv[0]
+        return runner.run([path] + list(argv[1:]), check=False)
+    return run
+
+
+def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
+    """The module's work. ``runner`` is a ``_commands.Runner``; ``measure`` replaces fio in tests."""
+    scratch_size, big_bs, headroom = _request(params)
+    rule = stop_rule(params.get("stop_rule"))
+    run = _tool_runner(runner)
+    request = dict(params, scratch_size=scratch_size)
+    if headroom is not None:
+        request["headroom_min"] = headroom
+    try:
+        target = targets.plan_target(fs, resolver, run, request)
+    except targets.TargetRefused as e:
+        raise CalibrationError(str(e), errors=e.reasons)
+    except DeviceError as e:
+        raise CalibrationError(e.message, details=dict((k, v) for k, v in e.as_dict().items() if k != "msg"))
+    record = target.disk
+    binary = runner.which("fio")
+    if binary is None:
+        raise CalibrationError("fio is not installed on this host; install it (apt-get install fio) and run again")
+    try:
+        version = fio.fio_version(run, fio=binary)
+    except (ValueError, fio.FioError) as e:
+        raise CalibrationError(str(e))
+    if target.size_bytes < 2 * (big_bs or fio.BIG_BS):
+        raise CalibrationError("the target holds %d bytes, less than two %d-byte blocks for the bandwidth runs; give a "
+                               "larger scratch_size or a smaller big_block_size"
+                               % (target.size_bytes, big_bs or fio.BIG_BS))
+    snap = snapshot(fs, record)
+    base = {"device": record.as_dict(), "target": target.as_dict(), "fio_version": version,
+            "kernel": platform.release(), "host": platform.node(),
+            "method": {"stop_rule": rule.as_dict(), "numjobs": params.get("numjobs", 1),
+                       "big_block_size": big_bs or fio.BIG_BS, "qos_rule": fio.QOS_RULE,
+                       "qos_seconds": params.get("qos_seconds"), "measure_qos": params.get("measure_qos", True)}}
+    km, kclass = kernel_model(snap, record)
+    base.update(kernel_model=km, kernel_class=kclass, held_before=snap)
+    if check_mode:
+        base.update(changed=False, msg="would measure %s through %s %s" % (record.name, target.kind, target.path))
+        return base
+    recovered = recover(fs, record)
+    # the recovery may have changed what the disk holds: take the snapshot again
+    snap = snapshot(fs, record) if recovered else snap
+    started = time.time()
+    timings = {}
+    result = dict(base, recovered=recovered, changed=target.kind == "device", held_before=snap)
+    write_journal(fs, record, snap, target)
+    failure = None
+    try:
+        with signals_as_exceptions():
+            try:
+                if target.kind == "file":
+                    t0 = time.time()
+                    targets.create_scratch(target)
+                    timings["scratch_fill"] = round(time.time() - t0, 2)
+                # the O_EXCL hold keeps a raw disk from being mounted or claimed while fio writes
+                with targets.claim(target):
+                    hold(fs, record, snap)
+                    result.update((measure or _measure)(binary, target, rule, params, big_bs, timings))
+            finally:
+                result["restore"] = _restore_all(fs, record, snap, target)
+    except Interrupted as e:
+        failure = CalibrationError("interrupted by %s while calibrating %s; the disk was put back (%s)"
+                                   % (e.name, record.name, _restored_text(result.get("restore"))),
+                                   details={"restore": result.get("restore")})
+    except fio.FioError as e:
+        fio_error = {"argv": e.argv, "rc": e.rc, "stderr": e.stderr}
+        failure = CalibrationError("%s; the disk was put back (%s)" % (e, _restored_text(result.get("restore"))),
+                                   details={"restore": result.get("restore"), "fio": fio_error})
+    except (targets.TargetRefused, OSError) as e:
+        failure = CalibrationError("calibrating %s failed: %s; the disk was put back (%s)"
+                                   % (record.name, e, _restored_text(result.get("restore"))),
+                                   details={"restore": result.get("restore")})
+    if failure is not None:
+        raise failure
+    result["seconds"] = round(time.time() - started, 1)
+    result["target"] = target.as_dict()     # now with how the scratch file was written
+    result["timings"] = timings
+    result["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    return result
+
+
+def _restore_all(fs, record, snap, target):
+    """Restore the disk and remove the scratch file and journal; never raises for the restore itself."""
+    out = {"queue": None, "errors": [], "notes": []}
+    try:
+        res = restore(fs, record, snap)
+        out["queue"] = res["values"]
+        out["notes"] = res["notes"]
+    except (ReconcileError, Exception) as e:  # pylint: disable=broad-except
+        # keep the journal: the next call repairs what this one could not
+        out["errors"].append("%s: %s" % (record.name, getattr(e, "msg", e)))
+    if target.kind == "file":
+        try:
+            targets.remove_scratch(target.local_path)
+        except (OSError, ValueError) as e:
+            out["errors"].append("cannot remove %s: %s" % (target.path, e))
+    if not out["errors"]:
+        fs.remove(journal_path(record))
+    return out
+
+
+def _restored_text(restore_report):
+    if not restore_report:
+        return "nothing had been changed yet"
+    if restore_report.get("errors"):
+        return "COULD NOT RESTORE: %s; the journal %s stays for the next run" % (
+            "; ".join(restore_report["errors"]), JOURNAL_DIR)
+    queue = restore_report.get("queue") or {}
+    return ", ".join("%s=%s" % (k.rsplit("/", 1)[-1], v) for k, v in sorted(queue.items())) or "as before"
+
+
+def _measure(binary, target, rule, params, big_bs, timings):
+    """The six coefficients, then the QoS latency runs."""
+    numjobs = params.get("numjobs", 1)
+    kw = {"numjobs": numjobs}
+    if big_bs:
+        kw["big_bs"] = big_bs
+    measurements = []
+    t0 = time.time()
+    for m in fio.MEASUREMENTS:
+        measurements.append(fio.run_measurement(binary, m, target.path, target.size_bytes, rule, **kw))
+    timings["measure"] = round(time.time() - t0, 2)
+    model = dict((m["name"], int(m["value"])) for m in measurements)
+    out = {"model": model, "measurements": measurements,
+           "spread": dict((m["name"], (m["spread"] or {}).get("rse")) for m in measurements)}
+    if params.get("measure_qos", True):
+        t0 = time.time()
+        latency = fio.run_qos(binary, target.path, target.size_bytes, model["rrandiops"], model["wrandiops"],
+                              seconds=params.get("qos_seconds", 10), rotational=bool(target.disk.rotational))
+        timings["qos"] = round(time.time() - t0, 2)
+        out["qos"] = latency["qos"]
+        out["latency"] = latency
+    else:
+        out["qos"] = None
+        out["latency"] = None
+    return out

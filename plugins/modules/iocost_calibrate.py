@@ -1,0 +1,305 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: iocost_calibrate
+short_description: Measure a disk with fio and derive its blk-iocost model and QoS
+version_added: 0.1.0
+description:
+  - Measures the six coefficients of C(io.cost.model) (C(rbps rseqiops rrandiops wbps wseqiops wrandiops)) with fio,
+    in the shapes of the kernel's C(tools/cgroup/iocost_coef_gen.py), and derives C(io.cost.qos) targets
+    (C(rpct rlat wpct wlat min max)) from completion-latency percentiles under a bounded random load.
+  - Each measurement streams fio's cumulative status every second and stops when its estimate has stopped moving
+    (O(stop_rule)), at O(stop_rule.max_seconds) at the latest, instead of a fixed 120 seconds. Every coefficient
+    comes back with its spread. The method is described in the collection's C(docs/calibration.md).
+  - "Data safety: by default fio works on a scratch file on the filesystem O(filesystem) names: created with direct
+    I/O, refused when free space is short, and removed afterwards. A raw disk is written only with
+    O(destructive=true), and only when it has no partitions, no filesystem, LVM, RAID or swap signature, is not
+    mounted and is not held open; otherwise the call fails before any write and lists every reason."
+  - While measuring, the disk runs with scheduler C(none), C(nomerges) 1 and iocost off (as the reference tool does).
+    All of it, and C(nr_requests) which a scheduler switch resets, is put back and verified afterwards, also when fio
+    fails or the module receives SIGTERM, SIGHUP or SIGINT. A journal under C(/run/aiinfra-io_isolation) names what
+    was changed, so a run killed outright is repaired by the next call for the same disk.
+  - The module only measures. The M(aiinfra.io_isolation.iocost) module, or the C(aiinfra.io_isolation.calibration)
+    and C(aiinfra.io_isolation.io_baseline) roles, apply the result.
+author:
+  - aiinfra platform engineering (@aiinfra)
+extends_documentation_fragment:
+  - aiinfra.io_isolation.attributes
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Resolves the disk, plans the target and applies every refusal rule; nothing is written or measured.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+    details: Nothing is left changed on the host; RV(held_before) and RV(restore) show what was held and put back.
+options:
+  device:
+    description:
+      - The disk to calibrate, by any name the collection's device resolver accepts (kernel name, C(/dev) path,
+        C(/dev/disk/by-id) or C(by-path) link, WWN, serial, C(MAJ:MIN)). Partitions are refused.
+      - Required with O(destructive=true). With O(filesystem) it is optional; if given, the filesystem must live on
+        this disk.
+    type: str
+  filesystem:
+    description:
+      - A directory on a mounted filesystem of the disk to calibrate. The scratch file is created there, measured
+        through, and removed. The filesystem's disk is the one calibrated (a partition counts as its disk; a
+        device-mapper or md device only when exactly one disk lies below it).
+    type: path
+  scratch_size:
+    description:
+      - Size of the scratch file, with a K/M/G/T suffix (base 1024) or in bytes. The filesystem needs this much free
+        space plus a headroom of 1 GiB or 5% of the filesystem, whichever is larger.
+      - Larger files spread the random I/O over more of the device; the kernel's reference tool uses 16 GiB.
+    type: str
+    default: 16G
+  scratch_headroom:
+    description:
+      - Free space the filesystem must keep beyond the scratch file, at least; the headroom is this or 5% of the
+        filesystem, whichever is larger.
+    type: str
+    default: 1G
+  destructive:
+    description:
+      - Measure the raw disk O(device) itself, overwriting its contents. Only a provably blank and unused disk is
+        accepted.
+    type: bool
+    default: false
+  stop_rule:
+    description:
+      - When a measurement stops. The estimate is the mean rate after the ramp. It is stable when at least
+        O(stop_rule.min_seconds) have passed, the last O(stop_rule.windows) one-second estimates all lie within
+        O(stop_rule.tolerance) of their mean, and the relative standard error of the one-second rates after the ramp
+        is at most O(stop_rule.max_rse). A measurement that does not become stable stops at O(stop_rule.max_seconds).
+      - The defaults (ramp 2 s, 3 windows, tolerance 0.02, max_rse 0.02, 5 to 25 seconds) suit real disks; a noisy
+        emulated disk runs most measurements to the maximum.
+    type: dict
+    suboptions:
+      ramp_seconds:
+        description: Seconds at the start of each measurement that are not counted.
+        type: float
+      windows:
+        description: How many successive estimates must agree.
+        type: int
+      tolerance:
+        description: How close they must be, as a fraction of their mean (V(0.02) is 2%).
+        type: float
+      min_seconds:
+        description: The shortest measurement.
+        type: float
+      max_seconds:
+        description: The longest measurement; a measurement that does not settle stops here.
+        type: float
+      max_rse:
+        description:
+          - The largest relative standard error of the one-second rates after the ramp (standard deviation / square
+            root of their count / mean) a stable measurement may have. Defaults to O(stop_rule.tolerance).
+          - Without it a running mean settles on any noise once enough windows are in; with it noisy measurements
+            run longer.
+        type: float
+  measure_qos:
+    description: Also measure completion latencies under a bounded random load and derive RV(qos).
+    type: bool
+    default: true
+  qos_seconds:
+    description: Length of each of the two QoS latency runs (random read, random write), in seconds.
+    type: int
+    default: 10
+  numjobs:
+    description: fio jobs per measurement (fast devices may need more than one submitter to reach their limit).
+    type: int
+    default: 1
+  big_block_size:
+    description: Block size of the two bandwidth measurements (C(rbps), C(wbps)); the reference tool uses 128 MiB.
+    type: str
+    default: 128M
+requirements:
+  - fio 3.x on the managed host
+seealso:
+  - module: aiinfra.io_isolation.iocost
+  - module: aiinfra.io_isolation.blk_queue
+notes:
+  - Run it on a quiet host; any other I/O on the disk ends up in the numbers.
+  - One call takes a few minutes (six measurements of up to O(stop_rule.max_seconds) each, two QoS runs, and the
+    scratch file's creation). Use C(async) in the task on connections that time out.
+"""
+
+EXAMPLES = r"""
+- name: Calibrate the disk under /srv/models through a 16 GiB scratch file
+  aiinfra.io_isolation.iocost_calibrate:
+    filesystem: /srv/models
+  register: calibration
+
+- name: Apply what was measured
+  aiinfra.io_isolation.iocost:
+    device: "{{ calibration.device.name }}"
+    model: "{{ calibration.model }}"
+    qos: "{{ calibration.qos }}"
+
+- name: Calibrate a blank second disk destructively, with a tighter stop rule
+  aiinfra.io_isolation.iocost_calibrate:
+    device: lab-nvme-b
+    destructive: true
+    stop_rule:
+      tolerance: 0.01
+      max_seconds: 60
+  async: 1800
+  poll: 15
+"""
+
+RETURN = r"""
+device:
+  description: The disk that was measured, as the device resolver reads it.
+  returned: always
+  type: dict
+  sample: {name: nvme1n1, majmin: "259:1", kind: nvme, model: QEMU NVMe Ctrl, firmware: 9.2.0, serial: lab-nvme-b,
+           size_bytes: 1073741824, rotational: false}
+target:
+  description: What fio worked on.
+  returned: always
+  type: dict
+  sample: {kind: file, path: /srv/models/.aiinfra-iocost-calibrate-4242.scratch, size_bytes: 17179869184,
+           filesystem: /srv/models}
+model:
+  description: The six coefficients for C(io.cost.model) (bytes/s and IO/s).
+  returned: success, not in check mode
+  type: dict
+  sample: {rbps: 1360000000, rseqiops: 41000, rrandiops: 38000, wbps: 1210000000, wseqiops: 35000, wrandiops: 33000}
+qos:
+  description: QoS for C(io.cost.qos) derived by the rule in the QoS rule in RV(method); V(null) with O(measure_qos=false).
+  returned: success, not in check mode
+  type: dict
+  sample: {rpct: 95.0, rlat: 1250, wpct: 95.0, wlat: 2100, min: 60.0, max: 100.0}
+spread:
+  description: Per coefficient, the relative standard error of its estimate within this run (V(0.012) is 1.2%).
+  returned: success, not in check mode
+  type: dict
+  sample: {rbps: 0.004, rseqiops: 0.012, rrandiops: 0.018, wbps: 0.006, wseqiops: 0.015, wrandiops: 0.02}
+measurements:
+  description:
+    - Per coefficient, in measuring order, the value, why it stopped (V(stable), V(max) or V(ended)), its length,
+      the per-second window rates and running estimates (for plots), its spread and the fio argv.
+  returned: success, not in check mode
+  type: list
+  elements: dict
+  sample: [{name: rbps, unit: bytes, value: 1360000000, stopped: stable, seconds: 7.1, windows: [[3.0, 1.31e9]],
+            estimates: [[3.0, 1.31e9]], spread: {rse: 0.004, cv: 0.01, n: 5}, argv: [fio, --name=aiinfra-rbps]}]
+latency:
+  description: The QoS runs - random read and random write at 90% of the measured IOPS - with their completion
+    latency percentiles in microseconds.
+  returned: success with O(measure_qos=true)
+  type: dict
+  sample: {read: {iops_limit: 34200, iops: 34150, percentiles_us: {"50.0": 310, "95.0": 820}},
+           write: {iops_limit: 29700, iops: 29650, percentiles_us: {"50.0": 420, "95.0": 1390}},
+           qos: {rpct: 95.0, rlat: 1250, wpct: 95.0, wlat: 2100, min: 60.0, max: 100.0}}
+kernel_model:
+  description: The kernel's own iocost class for this disk, to compare with RV(model).
+  returned: always
+  type: dict
+  sample: {rbps: 488636629, rseqiops: 8932, rrandiops: 8518, wbps: 427891549, wseqiops: 28755, wrandiops: 21940}
+kernel_class:
+  description: Where RV(kernel_model) comes from - V(auto) (the disk's C(ctrl=auto) line) or the class name.
+  returned: always
+  type: str
+  sample: auto
+held_before:
+  description: What the disk held before the call (queue attributes and its iocost lines).
+  returned: always
+  type: dict
+  sample: {queue: {scheduler: mq-deadline, nr_requests: 64, nomerges: 0, wbt_lat_usec: 0},
+           iocost_qos: {enable: 1, ctrl: auto}, iocost_model: null}
+restore:
+  description: What the disk holds after the restore (its queue files), and any notes or errors.
+  returned: success, not in check mode
+  type: dict
+  sample: {queue: {/sys/block/nvme1n1/queue/scheduler: mq-deadline}, errors: [], notes: []}
+recovered:
+  description: What this call repaired from an earlier run that was killed (V(null) when there was none).
+  returned: success, not in check mode
+  type: dict
+  sample: null
+method:
+  description: The stop rule, QoS rule, job count and block size used.
+  returned: always
+  type: dict
+  sample: {stop_rule: {ramp_seconds: 2, windows: 3, tolerance: 0.02, max_rse: 0.02, min_seconds: 5, max_seconds: 25},
+           numjobs: 1, big_block_size: 134217728, qos_rule: "rlat/wlat = 1.5 x p95 ..."}
+fio_version:
+  description: The fio version on the host.
+  returned: always
+  type: str
+  sample: "3.39"
+kernel:
+  description: The running kernel release.
+  returned: always
+  type: str
+  sample: 6.12.48+deb13-amd64
+host:
+  description: The host's name.
+  returned: always
+  type: str
+  sample: calib-01
+date:
+  description: When the measurement started (UTC, ISO 8601).
+  returned: success, not in check mode
+  type: str
+  sample: "2026-12-01T10:00:00Z"
+seconds:
+  description: Wall time of the calibration, scratch file included.
+  returned: success, not in check mode
+  type: float
+  sample: 151.2
+timings:
+  description: Seconds spent creating the scratch file, measuring, and in the QoS runs.
+  returned: success, not in check mode
+  type: dict
+  sample: {scratch_fill: 12.1, measure: 118.4, qos: 20.6}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
+
+STOP_RULE = {"ramp_seconds": {"type": "float"}, "windows": {"type": "int"}, "tolerance": {"type": "float"},
+             "min_seconds": {"type": "float"}, "max_seconds": {"type": "float"}, "max_rse": {"type": "float"}}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            device={"type": "str"},
+            filesystem={"type": "path"},
+            scratch_size={"type": "str", "default": "16G"},
+            scratch_headroom={"type": "str", "default": "1G"},
+            destructive={"type": "bool", "default": False},
+            stop_rule={"type": "dict", "options": STOP_RULE},
+            measure_qos={"type": "bool", "default": True},
+            qos_seconds={"type": "int", "default": 10},
+            numjobs={"type": "int", "default": 1},
+            big_block_size={"type": "str", "default": "128M"},
+        ),
+        required_one_of=[("device", "filesystem")],
+        supports_check_mode=True,
+    )
+    fs = KernelFS()
+    exit_module(module, lambda: _calibrate.calibrate(fs, DeviceResolver(fs), Runner(module), module.params,
+                                                     module.check_mode),
+                (_calibrate.CalibrationError,))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,578 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The iocost calibration database: entries, their file names, validation and hwdb export.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+Controller side only (filters ``calibration_entry``, ``calibration_entry_file``, ``calibration_hwdb``,
+the ``calibration_db`` lookup and the ``calibration_report`` action). Pure logic: no Ansible imports,
+every problem is a :class:`CalibrationError` whose message names the result, entry or file, the value
+and how to fix it.
+
+An entry is one hardware class (model + firmware + capacity), one JSON file per class::
+
+    {schema: 1, model, firmware, capacity_bytes,
+     iocost_model: {rbps, rseqiops, rrandiops, wbps, wseqiops, wrandiops},   # medians over the repeats
+     qos: {rpct, rlat, wpct, wlat, min, max} or null,                        # medians; rlat/wlat integers
+     spread: {coef: {run_rse, repeat}}, repeats, runs: [...],
+     date, kernel, fio_version, host, method, kernel_model, device: {serial, stable_id, name, kind}}
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import statistics
+from datetime import datetime, timezone
+from urllib.parse import unquote
+
+SCHEMA = 1
+COEFS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
+QOS_KEYS = ("rpct", "rlat", "wpct", "wlat", "min", "max")
+QOS_INT_KEYS = ("rlat", "wlat")
+REQUIRED_KEYS = ("schema", "model", "firmware", "capacity_bytes", "iocost_model", "qos")
+FILE_SUFFIX = ".json"
+NAME_MAX = 255
+# Characters a file-name component keeps as they are ('.' only where it cannot start a hidden file
+# or form '..'; ' ' becomes '_' where unambiguous, see encode_component).
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+_SOLUTION_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+# Characters a hwdb match line cannot carry literally: glob characters (the match is an fnmatch
+# pattern), '\\' (fnmatch escape) and '#' (starts a comment anywhere on a hwdb line).
+_HWDB_GLOB = frozenset("*?[\\#")
+
+
+class CalibrationError(ValueError):
+    """A calibration result, entry, database file or hwdb export that cannot be used, and why."""
+
+
+# ----------------------------------------------------------------------------------------------
+# small helpers
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _round(value, digits=6):
+    return None if value is None else round(float(value), digits)
+
+
+def _median_int(values):
+    """The median, rounded to the nearest integer (halves to even, as Python's round)."""
+    return int(round(statistics.median(values)))
+
+
+def _parse_date(text):
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        text = text.strip()
+        # Python before 3.11 does not read a trailing 'Z'.
+        stamp = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+
+
+def human_bytes(value):
+    """1073741824 -> '1 GiB', 960197124096 -> '894.25 GiB' (for titles and reports)."""
+    value = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            text = ("%.2f" % value).rstrip("0").rstrip(".")
+            return "%s %s" % (text, unit)
+        value /= 1024.0
+    return "%s B" % value  # pragma: no cover - loop always returns
+
+
+# ----------------------------------------------------------------------------------------------
+# module results -> entry
+
+def _result_label(index, result):
+    device = result.get("device") if isinstance(result, dict) else None
+    name = device.get("name") if isinstance(device, dict) else None
+    return "calibration result %d%s%s" % (index + 1, " (%s)" % name if name else "",
+                                          " of %s" % result.get("date") if isinstance(result, dict)
+                                          and result.get("date") else "")
+
+
+def _check_result(index, result):
+    """The problems of one ``iocost_calibrate`` result, as text."""
+    label = _result_label(index, result)
+    if not isinstance(result, dict):
+        raise CalibrationError("%s is a %s, not an iocost_calibrate result (a dict)" % (label, type(result).__name__))
+    if result.get("failed") or result.get("skipped"):
+        raise CalibrationError("%s did not run: %s" % (label, result.get("msg") or (
+            "the task failed" if result.get("failed") else "the task was skipped")))
+    problems = []
+    device = result.get("device")
+    if not isinstance(device, dict):
+        problems.append("no 'device' dict")
+    else:
+        for key in ("model", "firmware"):
+            if not isinstance(device.get(key), str) or not device.get(key).strip():
+                problems.append("device.%s is %r: the database is keyed by model, firmware and capacity, so a disk "
+                                "without them (virtio, loop, md) cannot have an entry; give it an explicit model "
+                                "(io_baseline_models keyed by its serial) instead" % (key, device.get(key)))
+        if not _is_int(device.get("size_bytes")) or device.get("size_bytes") <= 0:
+            problems.append("device.size_bytes is %r, not a positive integer" % (device.get("size_bytes"),))
+    model = result.get("model")
+    if not isinstance(model, dict):
+        problems.append("no 'model' dict (the six io.cost.model coefficients; a check-mode run measures nothing)")
+    else:
+        for key in COEFS:
+            if not _is_int(model.get(key)) or model.get(key) <= 0:
+                problems.append("model.%s is %r, not a positive integer" % (key, model.get(key)))
+    qos = result.get("qos")
+    if qos is not None and not isinstance(qos, dict):
+        problems.append("qos is %r, not a dict (or null when the run measured no QoS)" % (qos,))
+    elif qos is not None:
+        for key in QOS_KEYS:
+            if not _is_number(qos.get(key)) or qos.get(key) <= 0:
+                problems.append("qos.%s is %r, not a positive number" % (key, qos.get(key)))
+    if problems:
+        raise CalibrationError("%s cannot be merged: %s" % (label, "; ".join(problems)))
+    return result
+
+
+def _class_of(result):
+    device = result["device"]
+    return (device["model"].strip(), device["firmware"].strip(), int(device["size_bytes"]))
+
+
+def unwrap_results(results):
+    # A loop-registered variable ({results: [...], changed, msg}) is accepted as well as its list.
+    if isinstance(results, dict) and isinstance(results.get("results"), list):
+        results = results["results"]
+    if isinstance(results, dict):
+        results = [results]
+    if not isinstance(results, (list, tuple)) or not results:
+        raise CalibrationError("calibration_entry needs the list of iocost_calibrate results for one disk (the "
+                               "repeats), got %s" % ("an empty list" if isinstance(results, (list, tuple))
+                                                     else type(results).__name__))
+    return list(results)
+
+
+def group_by_class(results):
+    """The results split by hardware class (model, firmware, capacity), in first-seen order.
+
+    Disks of one class measured in one run (several identical disks on the calibration host, or
+    repeats of each) make one database entry; each group is what :func:`merge_results` takes.
+    """
+    groups, order = {}, []
+    for index, result in enumerate(unwrap_results(results)):
+        key = _class_of(_check_result(index, result))
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(result)
+    return [groups[key] for key in order]
+
+
+def merge_results(results, host=None):
+    """One database entry from N ``iocost_calibrate`` results (repeats) of one hardware class.
+
+    Coefficients and QoS are the medians over the repeats (coefficients, rlat and wlat rounded to
+    integers; percentages and vrate bounds to two decimals). ``spread.<coef>.run_rse`` is the median
+    within-run relative standard error, ``spread.<coef>.repeat`` is (max - min) / median over the
+    repeats (null for one repeat). ``host`` (the inventory name) overrides the host the module saw.
+    """
+    results = [_check_result(i, r) for i, r in enumerate(unwrap_results(results))]
+    classes = [_class_of(r) for r in results]
+    if len(set(classes)) > 1:
+        raise CalibrationError(
+            "the calibration results mix hardware classes (%s); an entry is one model + firmware + capacity: "
+            "calibrate and merge each class separately" % ", ".join(
+                "result %d: %s firmware %s, %d bytes" % (i + 1, c[0], c[1], c[2]) for i, c in enumerate(classes)))
+    model, firmware, capacity = classes[0]
+    order = sorted(range(len(results)), key=lambda i: (_parse_date(results[i].get("date"))
+                                                       or datetime.min.replace(tzinfo=timezone.utc), i))
+    latest = results[order[-1]]
+
+    iocost_model = dict((k, _median_int([r["model"][k] for r in results])) for k in COEFS)
+    # QoS over the repeats that measured it (measure_qos=false gives qos: null); null when none did.
+    with_qos = [r for r in results if r.get("qos")]
+    qos = {} if with_qos else None
+    for key in QOS_KEYS if with_qos else ():
+        value = statistics.median([float(r["qos"][key]) for r in with_qos])
+        qos[key] = int(round(value)) if key in QOS_INT_KEYS else round(value, 2)
+    spread = {}
+    for key in COEFS:
+        rses = [float((r.get("spread") or {}).get(key)) for r in results
+                if _is_number((r.get("spread") or {}).get(key))]
+        values = [r["model"][key] for r in results]
+        repeat = None
+        if len(values) > 1:
+            repeat = _round((max(values) - min(values)) / statistics.median(values))
+        spread[key] = {"run_rse": _round(statistics.median(rses)) if rses else None, "repeat": repeat}
+    runs = []
+    for i in order:
+        r = results[i]
+        runs.append({
+            "date": r.get("date"), "host": r.get("host") or host, "seconds": r.get("seconds"),
+            "kernel": r.get("kernel"), "serial": (r.get("device") or {}).get("serial"),
+            "target": (r.get("target") or {}).get("kind"),
+            "model": dict((k, int(r["model"][k])) for k in COEFS),
+            "qos": dict((k, r["qos"][k]) for k in QOS_KEYS) if r.get("qos") else None,
+        })
+    # The kernel's own class for the disk, from the latest repeat that reported one.
+    kernel_model = None
+    for i in reversed(order):
+        found = results[i].get("kernel_model")
+        if isinstance(found, dict) and all(_is_int(found.get(k)) for k in COEFS):
+            kernel_model = dict((k, int(found[k])) for k in COEFS)
+            break
+    device = latest["device"]
+    return {
+        "schema": SCHEMA,
+        "model": model,
+        "firmware": firmware,
+        "capacity_bytes": capacity,
+        "iocost_model": iocost_model,
+        "qos": qos,
+        "spread": spread,
+        "repeats": len(results),
+        "runs": runs,
+        "date": latest.get("date"),
+        "kernel": latest.get("kernel"),
+        "fio_version": latest.get("fio_version"),
+        "host": host or latest.get("host"),
+        "method": latest.get("method"),
+        "kernel_model": kernel_model,
+        "device": {"serial": device.get("serial"), "stable_id": device.get("stable_id"),
+                   "name": device.get("name"), "kind": device.get("kind")},
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# validation of stored entries
+
+def entry_problems(entry):
+    """What is wrong with a database entry (an empty list when it is usable)."""
+    if not isinstance(entry, dict):
+        return ["the entry is a %s, not a JSON object" % type(entry).__name__]
+    problems = []
+    missing = [k for k in REQUIRED_KEYS if k not in entry]
+    if missing:
+        problems.append("missing key%s %s" % ("s" if len(missing) > 1 else "", ", ".join(missing)))
+    if "schema" in entry and (not _is_int(entry["schema"]) or entry["schema"] != SCHEMA):
+        problems.append("schema is %r; this collection reads schema %d" % (entry["schema"], SCHEMA))
+    for key in ("model", "firmware"):
+        if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
+            problems.append("%s is %r, not a non-empty string" % (key, entry[key]))
+    if "capacity_bytes" in entry and (not _is_int(entry["capacity_bytes"]) or entry["capacity_bytes"] <= 0):
+        problems.append("capacity_bytes is %r, not a positive integer" % (entry["capacity_bytes"],))
+    if "iocost_model" in entry:
+        model = entry["iocost_model"]
+        if not isinstance(model, dict):
+            problems.append("iocost_model is %r, not an object" % (model,))
+        else:
+            for key in COEFS:
+                if key not in model:
+                    problems.append("iocost_model.%s is missing" % key)
+                elif not _is_int(model[key]) or model[key] <= 0:
+                    problems.append("iocost_model.%s is %r, not a positive integer" % (key, model[key]))
+            extra = sorted(set(model) - set(COEFS))
+            if extra:
+                problems.append("iocost_model has unknown key%s %s (only %s)" % (
+                    "s" if len(extra) > 1 else "", ", ".join(map(str, extra)), ", ".join(COEFS)))
+    if "qos" in entry and entry["qos"] is not None:
+        qos = entry["qos"]
+        if not isinstance(qos, dict):
+            problems.append("qos is %r, not an object (or null: no QoS measured)" % (qos,))
+        else:
+            for key in QOS_KEYS:
+                value = qos.get(key)
+                if key not in qos:
+                    problems.append("qos.%s is missing" % key)
+                elif key in QOS_INT_KEYS and (not _is_int(value) or value <= 0):
+                    problems.append("qos.%s is %r, not a positive integer (microseconds)" % (key, value))
+                elif key in ("rpct", "wpct") and (not _is_number(value) or not 0 < value <= 100):
+                    problems.append("qos.%s is %r, not a percentile above 0 and at most 100" % (key, value))
+                elif key in ("min", "max") and (not _is_number(value) or value <= 0):
+                    problems.append("qos.%s is %r, not a positive percentage" % (key, value))
+            if (_is_number(qos.get("min")) and _is_number(qos.get("max"))
+                    and qos["min"] > qos["max"]):
+                problems.append("qos.min (%s) is above qos.max (%s)" % (qos["min"], qos["max"]))
+    return problems
+
+
+def check_entry(entry, where="the calibration entry"):
+    """Raise CalibrationError naming ``where`` unless ``entry`` is a usable database entry."""
+    problems = entry_problems(entry)
+    if problems:
+        raise CalibrationError("%s is not a valid calibration entry: %s" % (where, "; ".join(problems)))
+    return entry
+
+
+def entry_class(entry):
+    return (entry["model"], entry["firmware"], int(entry["capacity_bytes"]))
+
+
+# ----------------------------------------------------------------------------------------------
+# file names
+
+def encode_component(text):
+    """One file-name component, reversibly (decode_component).
+
+    Letters, digits and '-' (except a leading one) stay. A single space between two other characters becomes '_'. A '.'
+    stays unless it is the first character or follows another '.' (so no hidden file and no '..').
+    Everything else (other spaces, '_', '%', '/', non-ASCII, ...) becomes %XX of its UTF-8 bytes.
+    The result never contains '/', '..' or '__' and never starts or ends with '_'.
+    """
+    if not isinstance(text, str) or not text:
+        raise CalibrationError("cannot name a database file after %r: model and firmware must be non-empty "
+                               "strings" % (text,))
+    out = []
+    last = len(text) - 1
+    for i, char in enumerate(text):
+        if char in _PLAIN and (i > 0 or char != "-"):
+            out.append(char)
+        elif char == " " and 0 < i < last and text[i - 1] != " " and text[i + 1] != " ":
+            out.append("_")
+        elif char == "." and i > 0 and text[i - 1] != ".":
+            out.append(".")
+        else:
+            out.append("".join("%%%02X" % b for b in char.encode("utf-8")))
+    return "".join(out)
+
+
+def decode_component(text):
+    return unquote(text.replace("_", " "), errors="strict")
+
+
+def entry_file_name(entry):
+    """``<model>__<firmware>__<capacity_bytes>.json`` with each part encoded by encode_component."""
+    for key in ("model", "firmware", "capacity_bytes"):
+        if not isinstance(entry, dict) or key not in entry:
+            raise CalibrationError("cannot name a database file for an entry without %s" % key)
+    capacity = entry["capacity_bytes"]
+    if not _is_int(capacity) or capacity <= 0:
+        raise CalibrationError("cannot name a database file: capacity_bytes is %r, not a positive integer"
+                               % (capacity,))
+    name = "%s__%s__%d%s" % (encode_component(entry["model"]), encode_component(entry["firmware"]), capacity,
+                             FILE_SUFFIX)
+    if len(name.encode("utf-8")) > NAME_MAX:
+        raise CalibrationError("the database file name for %s firmware %s would be %d bytes, over the %d-byte "
+                               "limit of file names" % (entry["model"], entry["firmware"], len(name), NAME_MAX))
+    return name
+
+
+def parse_entry_file_name(name):
+    """(model, firmware, capacity_bytes) from a name made by entry_file_name, else CalibrationError."""
+    if not name.endswith(FILE_SUFFIX):
+        raise CalibrationError("%s: a database file name ends in %s" % (name, FILE_SUFFIX))
+    parts = name[:-len(FILE_SUFFIX)].split("__")
+    if len(parts) != 3 or not parts[2].isdigit() or not parts[0] or not parts[1]:
+        raise CalibrationError("%s is not a database file name (<model>__<firmware>__<capacity bytes>%s)"
+                               % (name, FILE_SUFFIX))
+    try:
+        return decode_component(parts[0]), decode_component(parts[1]), int(parts[2])
+    except UnicodeDecodeError:
+        raise CalibrationError("%s: the %%XX escapes in the name are not UTF-8" % name)
+
+
+# ----------------------------------------------------------------------------------------------
+# the database directory
+
+def load_db(directory):
+    """Entries from ``<directory>/*.json``, sorted by file name; a missing directory is empty.
+
+    Every file must be a valid entry (entry_problems) named by entry_file_name, and no two files may
+    hold the same class; otherwise CalibrationError names the file and what is wrong.
+    """
+    if not isinstance(directory, str) or not directory:
+        raise CalibrationError("the calibration database is a directory path, got %r" % (directory,))
+    if not os.path.exists(directory):
+        return []
+    if not os.path.isdir(directory):
+        raise CalibrationError("the calibration database %s is not a directory" % directory)
+    entries, seen = [], {}
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(FILE_SUFFIX) or name.startswith("."):
+            continue
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            raise CalibrationError("%s: not a regular file (the database holds one JSON file per hardware class)"
+                                   % path)
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read()
+        except OSError as e:
+            raise CalibrationError("%s: cannot be read: %s" % (path, e.strerror or e))
+        try:
+            entry = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise CalibrationError("%s: not UTF-8 text (%s)" % (path, e))
+        except ValueError as e:
+            raise CalibrationError("%s: not valid JSON: %s; fix or remove the file (the calibration role "
+                                   "rewrites it on the next run)" % (path, e))
+        check_entry(entry, path)
+        expected = entry_file_name(entry)
+        if expected != name:
+            raise CalibrationError("%s holds the entry of %s firmware %s, %d bytes, which belongs in %s; rename "
+                                   "the file" % (path, entry["model"], entry["firmware"], entry["capacity_bytes"],
+                                                 expected))
+        cls = entry_class(entry)
+        if cls in seen:  # pragma: no cover - the file-name check makes this unreachable within one directory
+            raise CalibrationError("%s and %s hold the same hardware class" % (seen[cls], path))
+        seen[cls] = path
+        entries.append(entry)
+    return entries
+
+
+# ----------------------------------------------------------------------------------------------
+# systemd hwdb export
+
+def solution_key(solution):
+    """The property suffix systemd's iocost helper looks up: upper case, '-' -> '_'."""
+    if not isinstance(solution, str) or not _SOLUTION_RE.match(solution):
+        raise CalibrationError("the iocost solution name %r must be letters, digits, '_' or '-' (it is one word "
+                               "of IOCOST_SOLUTIONS and part of the IOCOST_MODEL_<NAME> property)" % (solution,))
+    return solution.upper().replace("-", "_")
+
+
+def _number(value):
+    value = float(value)
+    if value.is_integer():
+        return "%d" % value
+    return ("%.2f" % value).rstrip("0").rstrip(".")
+
+
+def udev_model_pattern(text, kind, what):
+    """The hwdb match text for udev's ID_MODEL / ID_REVISION of a disk whose sysfs string is ``text``.
+
+    NVMe: udev copies the sysfs attribute (trailing blanks dropped, inner spaces kept). Other kinds
+    (SCSI/SATA through scsi_id/ata_id) get '_' for blanks, so each run of blanks becomes '*'.
+    Glob characters, '\\\\' and '#' become '?' (any one character). Non-printable or non-ASCII text
+    is refused.
+    """
+    text = text.strip()
+    bad = [c for c in text if not 0x20 <= ord(c) < 0x7f]
+    if bad:
+        raise CalibrationError("%s %r has characters a hwdb match line cannot carry (%s); keep this disk's model "
+                               "in the iocost module (persist=true) instead" % (what, text, ", ".join(
+                                   repr(c) for c in bad)))
+    out = []
+    nvme = kind is None or str(kind).startswith("nvme")
+    for char in text:
+        if char in _HWDB_GLOB:
+            out.append("?")
+        elif char == " " and not nvme:
+            if not out or out[-1] != "*":
+                out.append("*")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def hwdb_match(entry):
+    kind = (entry.get("device") or {}).get("kind")
+    return "block:*:name:%s:fwrev:%s:" % (udev_model_pattern(entry["model"], kind, "model"),
+                                          udev_model_pattern(entry["firmware"], kind, "firmware"))
+
+
+HWDB_HEADER = """\
+# systemd hwdb: blk-iocost models and QoS for systemd's udev "iocost" helper (systemd 254 and later).
+# Managed by aiinfra.io_isolation (calibration_hwdb filter); local changes are overwritten.
+# systemd's 90-iocost.rules looks each whole disk up as
+#   block::name:<ID_MODEL_FROM_DATABASE, else ID_MODEL>:fwrev:<ID_REVISION>:
+# (udevadm info --query=property /dev/<disk> shows them) and runs "iocost apply <disk>", which
+# writes the solution named by TargetSolution= in /etc/udev/iocost.conf (default naive) when it is
+# listed, else the first one listed, to /sys/fs/cgroup/io.cost.model and io.cost.qos.
+# Install as /etc/udev/hwdb.d/<name>.hwdb, then: systemd-hwdb update --strict;
+# udevadm trigger --action=change --settle /dev/<disk>; check: /usr/lib/udev/iocost query /dev/<disk>
+#
+# NOTE: the match is by model and firmware ONLY. An entry applies to EVERY drive of that model and
+# firmware on a host, whatever its capacity and whichever drive was measured, so a model+firmware
+# with entries for several capacities is refused. Disks the aiinfra.io_isolation.iocost module
+# manages (persist=true, keyed by WWN/serial) get its values instead: its rule runs after this one.
+#
+# Entries (model | firmware | capacity | measured):
+"""
+
+
+def hwdb_fragment(entries, solution="naive", skip_unexportable=False):
+    """The text of a systemd hwdb fragment for ``entries`` (one record per model + firmware).
+
+    Entries that cannot be exported - no QoS, a model or firmware a match line cannot carry, or one
+    model + firmware (one match line) with entries for several capacities - raise CalibrationError,
+    or with ``skip_unexportable`` are left out and listed in the header as not exported.
+    """
+    key = solution_key(solution)
+    if isinstance(entries, dict):
+        entries = [entries]
+    if not isinstance(entries, (list, tuple)):
+        raise CalibrationError("calibration_hwdb needs a list of calibration entries, got %s"
+                               % type(entries).__name__)
+    by_match, skipped = {}, []
+
+    def refuse(text):
+        if not skip_unexportable:
+            raise CalibrationError(text)
+        skipped.append(text)
+
+    for index, entry in enumerate(entries):
+        where = "entry %d (%s)" % (index + 1, entry.get("model") if isinstance(entry, dict) else entry)
+        check_entry(entry, where)
+        if not entry["qos"]:
+            refuse("%s firmware %s, %d bytes has no QoS (calibrated with measure_qos=false); systemd's iocost "
+                   "helper applies a solution only with both IOCOST_MODEL_ and IOCOST_QOS_ properties: calibrate it "
+                   "again with QoS" % (entry["model"], entry["firmware"], entry["capacity_bytes"]))
+            continue
+        try:
+            match = hwdb_match(entry)
+        except CalibrationError as e:
+            refuse("%s: %s" % (where, e))
+            continue
+        by_match.setdefault(match, []).append(entry)
+    for match in sorted(by_match):
+        group = by_match[match]
+        if len(group) > 1:
+            sizes = sorted(int(e["capacity_bytes"]) for e in group)
+            del by_match[match]
+            refuse("%s firmware %s has %d entries (%s bytes) for the one match line %s: systemd's hwdb matches "
+                   "drives by model and firmware only, so it cannot tell these apart. Export one of them (for "
+                   "example entries | selectattr('capacity_bytes', 'equalto', %d)) or manage these disks with the "
+                   "iocost module (persist=true, keyed by WWN/serial)" % (
+                       group[0]["model"], group[0]["firmware"], len(group), ", ".join(str(n) for n in sizes), match,
+                       sizes[0]))
+    ordered = [(match, by_match[match][0]) for match in sorted(by_match)]
+    records = []
+    lines = [HWDB_HEADER.rstrip("\n")]
+    if not ordered:
+        lines.append("#   (none)")
+    for match, entry in ordered:
+        source = entry_file_name(entry)
+        lines.append("#   %s | %s | %d bytes (%s) | %s, %s repeat%s on %s -> %s" % (
+            entry["model"], entry["firmware"], entry["capacity_bytes"], human_bytes(entry["capacity_bytes"]),
+            entry.get("date") or "date unknown", entry.get("repeats") or "?",
+            "" if entry.get("repeats") == 1 else "s", entry.get("host") or "host unknown", source))
+        model = entry["iocost_model"]
+        qos = entry["qos"]
+        record = [
+            "# %s, firmware %s, calibrated on %s (%s); source %s" % (
+                entry["model"], entry["firmware"], human_bytes(entry["capacity_bytes"]),
+                entry["capacity_bytes"], source),
+            match,
+            " IOCOST_SOLUTIONS=%s" % solution,
+            " IOCOST_MODEL_%s=%s" % (key, " ".join("%s=%d" % (k, model[k]) for k in COEFS)),
+            " IOCOST_QOS_%s=%s" % (key, " ".join(
+                "%s=%s" % (k, ("%d" % qos[k]) if k in QOS_INT_KEYS else _number(qos[k])) for k in QOS_KEYS)),
+        ]
+        records.append("\n".join(record))
+    if skipped:
+        lines.append("#\n# NOT EXPORTED:")
+        lines.extend("#   " + "".join(c if c >= " " and c != "\x7f" else repr(c)[1:-1] for c in text)
+                     for text in skipped)
+    return "\n".join(lines) + "\n" + "".join("\n" + r + "\n" for r in records)

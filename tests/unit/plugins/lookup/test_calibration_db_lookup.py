@@ -1,0 +1,144 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The calibration_db lookup: directories to entries, each kind of bad file named, and the documented
+query()/wantlist=true usage through a real ansible-playbook run on localhost (nothing leaves the controller)."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible.errors import AnsibleLookupError
+
+from ansible_collections.aiinfra.io_isolation.plugins.lookup.calibration_db import LookupModule
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _calibration_db as db
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(os.path.dirname(HERE), "plugin_utils", "fixtures")
+RESULTS = json.load(open(os.path.join(FIXTURES, "calibration_results.json")))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+
+
+def entry(**changes):
+    e = db.merge_results(copy.deepcopy(RESULTS))
+    e.update(changes)
+    return e
+
+
+def save(directory, e, name=None):
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / (name or db.entry_file_name(e))
+    path.write_text(json.dumps(e, indent=2, sort_keys=True) if not isinstance(e, str) else e)
+    return path
+
+
+def run(terms, basedir="/"):
+    lookup = LookupModule()
+    lookup.get_basedir = lambda variables: basedir
+    return lookup.run(terms, variables={})
+
+
+def test_missing_directory_is_empty(tmp_path):
+    assert run([str(tmp_path / "db")]) == []
+
+
+def test_entries_are_returned_flat_in_file_name_order(tmp_path):
+    save(tmp_path / "db", entry())
+    save(tmp_path / "db", entry(model="AAA Disk"))
+    got = run([str(tmp_path / "db")])
+    assert [e["model"] for e in got] == ["AAA Disk", "QEMU NVMe Ctrl"]
+    assert got[1]["iocost_model"]["rbps"] == 1100000000
+
+
+def test_a_relative_path_is_relative_to_the_playbook(tmp_path):
+    save(tmp_path / "db", entry())
+    assert len(run(["db"], basedir=str(tmp_path))) == 1
+
+
+def test_several_directories_and_a_class_in_two_of_them(tmp_path):
+    save(tmp_path / "a", entry())
+    save(tmp_path / "b", entry(firmware="9.9"))
+    assert [e["firmware"] for e in run([str(tmp_path / "a"), str(tmp_path / "b")])] == ["7.2.22", "9.9"]
+    save(tmp_path / "b", entry())
+    with pytest.raises(AnsibleLookupError, match=r"a/QEMU_NVMe_Ctrl__7\.2\.22__1073741824\.json and .*b/QEMU_NVMe"
+                                                 r".* hold the same hardware class"):
+        run([str(tmp_path / "a"), str(tmp_path / "b")])
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{", "not valid JSON"),
+    ({"schema": 1, "model": "QEMU NVMe Ctrl"}, "missing keys firmware, capacity_bytes, iocost_model, qos"),
+    ("schema", "schema is 3; this collection reads schema 1"),
+    ("coef", r"iocost_model\.wbps is '510000000', not a positive integer"),
+    ("qos", r"qos\.wlat is -1, not a positive integer"),
+])
+def test_each_kind_of_bad_file_fails_with_its_name(tmp_path, content, words):
+    if content == "schema":
+        content = entry(schema=3)
+    elif content == "coef":
+        content = entry()
+        content["iocost_model"]["wbps"] = "510000000"
+    elif content == "qos":
+        content = entry()
+        content["qos"]["wlat"] = -1
+    save(tmp_path / "db", content, name="QEMU_NVMe_Ctrl__7.2.22__1073741824.json")
+    with pytest.raises(AnsibleLookupError, match=r"calibration_db: .*db/QEMU_NVMe_Ctrl__7\.2\.22__1073741824\.json"
+                                                 r".*" + words):
+        run([str(tmp_path / "db")])
+
+
+def test_a_term_that_is_not_a_path_is_refused():
+    with pytest.raises(AnsibleLookupError, match="a database is a directory path"):
+        run([""])
+
+
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: query() and lookup(wantlist=true) give a list for 0, 1 and 2 entries
+      ansible.builtin.set_fact:
+        out:
+          empty_query: "{{ query('aiinfra.io_isolation.calibration_db', base ~ '/empty') }}"
+          empty_wantlist: "{{ lookup('aiinfra.io_isolation.calibration_db', base ~ '/empty', wantlist=true) }}"
+          one_query: "{{ query('aiinfra.io_isolation.calibration_db', base ~ '/one') | map(attribute='model') }}"
+          one_wantlist: "{{ lookup('aiinfra.io_isolation.calibration_db', base ~ '/one', wantlist=true)
+                            | map(attribute='model') }}"
+          one_plain_is_the_entry: "{{ lookup('aiinfra.io_isolation.calibration_db', base ~ '/one') is mapping }}"
+          two_query: "{{ query('aiinfra.io_isolation.calibration_db', base ~ '/two') | map(attribute='model') }}"
+          relative: "{{ query('aiinfra.io_isolation.calibration_db', 'two') | length }}"
+          plan: "{{ [disk] | aiinfra.io_isolation.iocost_plan({}, query('aiinfra.io_isolation.calibration_db',
+                    base ~ '/one')) }}"
+    - name: Show it
+      ansible.builtin.debug:
+        msg: "OUT={{ out | to_json }}"
+"""
+
+
+def test_documented_usage_in_a_playbook(tmp_path):
+    save(tmp_path / "one", entry())
+    save(tmp_path / "two", entry())
+    save(tmp_path / "two", entry(model="AAA Disk"))
+    (tmp_path / "pb.yml").write_text(PLAYBOOK)
+    disk = {"identity": {"name": "nvme0n1", "serial": "lab-nvme-a", "model": "QEMU NVMe Ctrl",
+                         "firmware": "7.2.22", "size_bytes": 1073741824}}
+    extra = json.dumps({"base": str(tmp_path), "disk": disk})
+    bindir = os.path.dirname(sys.executable)
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".cache", "collections"), ANSIBLE_STDOUT_CALLBACK="default")
+    proc = subprocess.run([os.path.join(bindir, "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           str(tmp_path / "pb.yml"), "-e", extra], capture_output=True, text=True, env=env,
+                          timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = [x for x in proc.stdout.splitlines() if '"msg": "OUT=' in x][0]
+    out = json.loads(json.loads("{" + line.strip() + "}")["msg"][4:])
+    assert out["empty_query"] == [] and out["empty_wantlist"] == []
+    assert out["one_query"] == ["QEMU NVMe Ctrl"] and out["one_wantlist"] == ["QEMU NVMe Ctrl"]
+    assert out["one_plain_is_the_entry"] is True   # the caveat the documentation gives
+    assert out["two_query"] == ["AAA Disk", "QEMU NVMe Ctrl"]
+    assert out["relative"] == 2
+    assert out["plan"]["sources"] == {"lab-nvme-a": "calibration"}
+    assert out["plan"]["devices"][0]["model"]["rbps"] == 1100000000

@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""iocost_calibrate through AnsibleModule: arguments, check mode, the six measurements and the QoS
+runs (fio replaced by recorded-shape results), and failures as clean fail_json without a traceback.
+The disk is the simulated calibration host of tests/unit/simcalibrate.py."""
+
+import pytest
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as targets
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _fio as fio
+from ansible_collections.aiinfra.io_isolation.plugins.modules import iocost_calibrate
+
+from simcalibrate import BEFORE, MODEL, Lab, Runner
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch, run_module):
+    lab = Lab(str(tmp_path))
+    lab.kind = "file"
+    lab.fio_calls = []
+    monkeypatch.setattr(iocost_calibrate, "KernelFS", lambda: lab.sim)
+    monkeypatch.setattr(iocost_calibrate, "Runner", lambda module: Runner())
+    monkeypatch.setattr(targets, "plan_target", lambda fs, resolver, run, params: lab.target(lab.kind))
+    monkeypatch.setattr(targets, "create_scratch", lambda target: lab.events.append(("create", target.path)))
+    monkeypatch.setattr(targets, "remove_scratch", lambda path: lab.events.append(("remove", path)))
+
+    def measurement(binary, m, path, size, rule, **kw):
+        lab.fio_calls.append((m.name, path, kw, rule.as_dict()))
+        return {"name": m.name, "unit": m.unit, "value": MODEL[m.name], "stopped": "stable", "seconds": 6.1,
+                "windows": [[3.0, MODEL[m.name]]], "estimates": [[3.0, MODEL[m.name]]],
+                "spread": {"rse": 0.01, "cv": 0.02, "n": 4}, "argv": ["fio", "--name=aiinfra-" + m.name]}
+
+    def qos(binary, path, size, rrandiops, wrandiops, seconds=10, rotational=False):
+        lab.fio_calls.append(("qos", rrandiops, wrandiops, seconds, rotational))
+        read, write = {"95.0": 800.0}, {"95.0": 1400.0}
+        return {"read": {"percentiles_us": read}, "write": {"percentiles_us": write},
+                "qos": fio.derive_qos(read, write, rotational), "rule": fio.QOS_RULE}
+    monkeypatch.setattr(fio, "run_measurement", measurement)
+    monkeypatch.setattr(fio, "run_qos", qos)
+    lab.module = lambda **args: run_module(iocost_calibrate.main, **args)
+    return lab
+
+
+def test_a_scratch_file_calibration(lab):
+    result = lab.module(filesystem="/srv/calib", scratch_size="256M", stop_rule={"max_seconds": 8})
+    assert not result.get("failed"), result
+    assert result["model"] == MODEL and result["changed"] is False
+    assert [c[0] for c in lab.fio_calls] == ["rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops", "qos"]
+    assert lab.fio_calls[0][3]["max_seconds"] == 8 and lab.fio_calls[0][2] == {"numjobs": 1, "big_bs": 134217728}
+    assert lab.fio_calls[-1][1:] == (38000, 33000, 10, False)
+    # 1.5 x p95, rounded up to 50 us
+    assert result["qos"] == {"rpct": 95.0, "rlat": 1200, "wpct": 95.0, "wlat": 2100, "min": 60.0, "max": 100.0}
+    assert result["spread"]["rbps"] == 0.01 and result["fio_version"] == "3.39"
+    assert lab.state() == BEFORE and lab.journals() == []
+
+
+def test_check_mode_measures_nothing(lab):
+    result = lab.module(filesystem="/srv/calib", _ansible_check_mode=True)
+    assert result["changed"] is False and "model" not in result
+    assert lab.fio_calls == [] and lab.sim.writes == [] and lab.events == []
+
+
+def test_fio_failure_is_a_clean_failure(lab, monkeypatch):
+    def fail(binary, m, path, size, rule, **kw):
+        raise fio.FioError(["fio"], 1, "err=5", "fio %s on %s failed (rc=1): Input/output error" % (m.name, path))
+    monkeypatch.setattr(fio, "run_measurement", fail)
+    result = lab.module(filesystem="/srv/calib")
+    assert result["failed"] is True and "Traceback" not in result["msg"]
+    assert "fio rbps on" in result["msg"] and "put back" in result["msg"]
+    assert result["fio"]["rc"] == 1 and result["restore"]["errors"] == []
+    assert lab.state() == BEFORE
+
+
+@pytest.mark.parametrize("args, needle", [
+    ({}, "one of the following is required: device, filesystem"),
+    ({"filesystem": "/srv/calib", "scratch_size": "ten"}, "scratch_size: size: 'ten' is not a size"),
+    ({"filesystem": "/srv/calib", "stop_rule": {"windows": 0}}, "stop_rule:"),
+    ({"filesystem": "/srv/calib", "numjobs": 0}, "numjobs must be at least 1"),
+])
+def test_bad_input_fails_before_any_write(lab, args, needle):
+    result = lab.module(**args)
+    assert result.get("failed") is True and needle in result["msg"], result
+    assert lab.sim.writes == [] and lab.fio_calls == []

@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A calibration host for the iocost_calibrate tests: one NVMe disk (simulated queue and iocost
+files, tests/unit/simqueue.py and simkernel.py) under mq-deadline with nr_requests 100 and a user
+QoS, a fake command runner with fio 3.39, and a Target for a scratch file or the raw disk.
+"""
+
+import os
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate as cal
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as targets
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from fakehost import FakeHost
+from simkernel import SimIocost, SimKernel
+from simqueue import SimQueue
+
+MODEL = {"rbps": 1360000000, "rseqiops": 41000, "rrandiops": 38000, "wbps": 1210000000, "wseqiops": 35000,
+         "wrandiops": 33000}
+QOS_USER = "259:0 enable=1 ctrl=user rpct=95.00 rlat=2000 wpct=95.00 wlat=10000 min=10.00 max=100.00"
+
+
+class Runner(object):
+    def __init__(self, fio_path="/usr/bin/fio"):
+        self.fio_path = fio_path
+        self.calls = []
+
+    def which(self, name):
+        return self.fio_path if name == "fio" else "/usr/sbin/" + name
+
+    def run(self, argv, check=True):
+        self.calls.append(list(argv))
+        if argv[1:] == ["--version"]:
+            return 0, "fio-3.39\n", ""
+        return 2, "", ""
+
+
+class Lab(object):
+    """One NVMe disk under mq-deadline with nr_requests 100, iocost on with a user QoS."""
+
+    def __init__(self, root, iocost=True):
+        h = FakeHost(root, kernel="6.12.118+deb13-amd64")
+        h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
+        h.add_cgroup_root()
+        h.write("/proc/sys/kernel/random/boot_id", "11111111-2222-3333-4444-555555555555")
+        h.mkdir("/run")
+        self.host = h
+        self.sim = SimKernel(h.root)
+        self.q = SimQueue(self.sim, h, "nvme0n1", scheduler="mq-deadline")
+        self.q.write_nr_requests("100")
+        self.q.render()
+        self.iocost = SimIocost(self.sim, devices=("259:0",))
+        if iocost:
+            self.sim.write(cal.IOCOST_QOS, QOS_USER)
+        self.sim.writes[:] = []
+        self.record = DeviceResolver(self.sim).resolve("lab-nvme-a")
+        self.events = []
+
+    def state(self):
+        qos = [line for line in (self.sim.read(cal.IOCOST_QOS) or "").splitlines() if line.startswith("259:0 ")]
+        return {"scheduler": self.q.elevator, "nr_requests": self.q.nr_requests,
+                "nomerges": self.q.values["nomerges"], "qos": qos[0] if qos else None}
+
+    def journals(self):
+        d = self.sim.path(cal.JOURNAL_DIR)
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def target(self, kind="file"):
+        path = "/srv/calib/.aiinfra-iocost-calibrate-%d.scratch" % os.getpid() if kind == "file" else "/dev/nvme0n1"
+        return targets.Target(kind, path, 256 * 2 ** 20, self.record, filesystem="/srv/calib" if kind == "file" else None,
+                              local_path=self.sim.path(path))
+
+
+BEFORE = {"scheduler": "mq-deadline", "nr_requests": 100, "nomerges": 0, "qos": QOS_USER}
