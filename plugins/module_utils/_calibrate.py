@@ -399,7 +399,7 @@ def _measure(binary, target, rule, params, big_bs, timings):
     if params.get("measure_qos", True):
         t0 = time.time()
         latency = fio.run_qos(binary, target.path, target.size_bytes, model["rrandiops"], model["wrandiops"],
-                              seconds=params.get("qos_seconds", 10), rotational=bool(target.disk.rotational))
+                              seconds=params.get("qos_seconds", 8), rotational=bool(target.disk.rotational))
         timings["qos"] = round(time.time() - t0, 2)
         out["qos"] = latency["qos"]
         out["latency"] = latency

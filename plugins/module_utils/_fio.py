@@ -466,7 +466,7 @@ class StopRule:
 
     PARAMS = ("ramp_seconds", "windows", "tolerance", "min_seconds", "max_seconds", "max_rse")
 
-    def __init__(self, ramp_seconds=2, windows=3, tolerance=0.02, min_seconds=5, max_seconds=25, max_rse=None):
+    def __init__(self, ramp_seconds=2, windows=3, tolerance=0.02, min_seconds=5, max_seconds=20, max_rse=None):
         for name, value in (("ramp_seconds", ramp_seconds), ("tolerance", tolerance),
                             ("min_seconds", min_seconds), ("max_seconds", max_seconds)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
@@ -818,7 +818,7 @@ def derive_qos(read_percentiles_us, write_percentiles_us, rotational=False):
             "min": QOS_VRATE_MIN, "max": QOS_VRATE_MAX}
 
 
-def run_qos(fio, target, size_bytes, rrandiops, wrandiops, seconds=10, rotational=False, popen=subprocess.Popen,
+def run_qos(fio, target, size_bytes, rrandiops, wrandiops, seconds=8, rotational=False, popen=subprocess.Popen,
             clock=time.monotonic):
     """Rate-limited random read, then random write, for ``seconds`` each; latency percentiles and the targets."""
     out = {}

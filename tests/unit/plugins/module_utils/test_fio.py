@@ -408,7 +408,7 @@ def feed(rule, rates, step=1.0, t0=0.0):
     ({"tolerance": 1.5}, "tolerance is a fraction"),
     ({"tolerance": "0.02"}, "tolerance must be a number"),
     ({"min_seconds": 0}, "min_seconds must be more than 0"),
-    ({"min_seconds": 30}, r"max_seconds \(25\) must not be less than min_seconds \(30\)"),
+    ({"min_seconds": 30}, r"max_seconds \(20\) must not be less than min_seconds \(30\)"),
     ({"ramp_seconds": 10, "max_seconds": 10.5, "min_seconds": 5}, "must exceed ramp_seconds"),
     ({"max_seconds": 4000}, "at most 3600"),
     ({"max_seconds": float("nan")}, "max_seconds must be a number"),
@@ -428,7 +428,7 @@ def test_rule_as_dict_and_fresh():
     assert f.as_dict() == r.as_dict() and f.windows == [] and f.stopped is None and r.stopped == "stable"
     assert fio.StopRule(max_rse=0.03).as_dict()["max_rse"] == 0.03
     assert fio.StopRule().as_dict() == {"ramp_seconds": 2, "windows": 3, "tolerance": 0.02, "min_seconds": 5,
-                                        "max_seconds": 25, "max_rse": 0.02}
+                                        "max_seconds": 20, "max_rse": 0.02}
     assert fio.StopRule(**fio.StopRule(tolerance=0.05, max_rse=0.1).as_dict()).max_rse == 0.1
 
 
@@ -442,7 +442,7 @@ def test_rule_noise_free_stops_at_min_seconds():
 
 
 def test_rule_alternating_noise_hits_max():
-    r = feed(fio.StopRule(), [1500.0, 500.0] * 40)
+    r = feed(fio.StopRule(max_seconds=25), [1500.0, 500.0] * 40)
     assert r.stopped == "max" and r.t == 25.0
     assert len(r.windows) == 25
     sp = r.spread()
@@ -450,7 +450,7 @@ def test_rule_alternating_noise_hits_max():
     # a wide tolerance accepts the same noise
     assert feed(fio.StopRule(tolerance=0.2), [1500.0, 500.0] * 40).stopped == "stable"
     # the estimates alone (no bound on the standard error) "stop moving" after 18 post-ramp windows
-    r = feed(fio.StopRule(max_rse=0.99), [1500.0, 500.0] * 40)
+    r = feed(fio.StopRule(max_rse=0.99, max_seconds=25), [1500.0, 500.0] * 40)
     assert r.stopped == "stable" and r.t == 20.0 and len(r.estimates) == 18
 
 
@@ -506,7 +506,7 @@ def test_rule_end_and_after_decision():
 def test_rule_max_rse():
     noisy = [1000.0, 1100.0, 950.0, 1050.0, 980.0, 1020.0] * 10
     loose = feed(fio.StopRule(tolerance=0.05, max_rse=0.5), noisy)
-    tight = feed(fio.StopRule(tolerance=0.05, max_rse=0.01), noisy)
+    tight = feed(fio.StopRule(tolerance=0.05, max_rse=0.01, max_seconds=60), noisy)
     assert loose.stopped == tight.stopped == "stable" and loose.t == 5.0 < tight.t
     assert tight.spread()["rse"] <= 0.01 < feed(fio.StopRule(tolerance=0.05, max_rse=0.01), noisy[:8]).spread()["rse"]
 
@@ -530,7 +530,7 @@ def test_rule_on_the_long_recordings():
     for key, rec in series.items():
         m = fio.MEASUREMENT_BY_NAME[key.rsplit("-", 1)[1]]
         tracker = fio.WindowTracker(m, big_bs=rec["big_bs"])
-        rule = fio.StopRule()
+        rule = fio.StopRule(max_seconds=25)   # the recordings are 25 s long
         for runtime, io_bytes in rec["dumps"]:
             w = tracker.add({"jobs": [{"error": 0, m.side: {"runtime": runtime, "io_bytes": io_bytes}}]})
             if w and rule.update(w):
@@ -767,7 +767,7 @@ def test_run_measurement_replay_stops_on_the_rule(fake):
     res = fio.run_measurement("fio", RRAND, "/dev/nvme1n1", 1 << 29, fio.StopRule(tolerance=0.05), popen=popen)
     assert res["value"] == 19050 and res["stopped"] == "stable"
     assert res["name"] == "rrandiops" and res["unit"] == "iops"
-    assert res["argv"] == fio.measurement_argv("fio", RRAND, "/dev/nvme1n1", 1 << 29, 27)
+    assert res["argv"] == fio.measurement_argv("fio", RRAND, "/dev/nvme1n1", 1 << 29, 22)
     assert [w[0] for w in res["windows"]] == [0.878, 1.878, 2.879, 3.885, 4.885, 5.886]
     assert res["estimates"][-1] == [5.886, round(76351 / 4.008, 1)]
     assert res["spread"]["n"] == 4 and 0 < res["spread"]["rse"] < 0.05

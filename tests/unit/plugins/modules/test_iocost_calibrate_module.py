@@ -30,7 +30,7 @@ def lab(tmp_path, monkeypatch, run_module):
                 "windows": [[3.0, MODEL[m.name]]], "estimates": [[3.0, MODEL[m.name]]],
                 "spread": {"rse": 0.01, "cv": 0.02, "n": 4}, "argv": ["fio", "--name=aiinfra-" + m.name]}
 
-    def qos(binary, path, size, rrandiops, wrandiops, seconds=10, rotational=False):
+    def qos(binary, path, size, rrandiops, wrandiops, seconds=8, rotational=False):
         lab.fio_calls.append(("qos", rrandiops, wrandiops, seconds, rotational))
         read, write = {"95.0": 800.0}, {"95.0": 1400.0}
         return {"read": {"percentiles_us": read}, "write": {"percentiles_us": write},
@@ -47,7 +47,7 @@ def test_a_scratch_file_calibration(lab):
     assert result["model"] == MODEL and result["changed"] is False
     assert [c[0] for c in lab.fio_calls] == ["rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops", "qos"]
     assert lab.fio_calls[0][3]["max_seconds"] == 8 and lab.fio_calls[0][2] == {"numjobs": 1, "big_bs": 134217728}
-    assert lab.fio_calls[-1][1:] == (38000, 33000, 10, False)
+    assert lab.fio_calls[-1][1:] == (38000, 33000, 8, False)
     # 1.5 x p95, rounded up to 50 us
     assert result["qos"] == {"rpct": 95.0, "rlat": 1200, "wpct": 95.0, "wlat": 2100, "min": 60.0, "max": 100.0}
     assert result["spread"]["rbps"] == 0.01 and result["fio_version"] == "3.39"
