@@ -16,40 +16,27 @@ from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_
     CalibrationError, entry_file_name, group_by_class, hwdb_fragment, merge_results)
 
 
-def calibration_entry(results, host=None):
-    """A calibration database entry from the ``iocost_calibrate`` results (repeats) of one disk."""
-    try:
-        return merge_results(results, host=host)
-    except CalibrationError as e:
-        raise AnsibleFilterError("calibration_entry: %s" % e)
+def _filter(name, func):
+    """``func`` as the filter ``name``: its CalibrationError becomes an AnsibleFilterError naming the filter."""
+    def run(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except CalibrationError as e:
+            raise AnsibleFilterError("%s: %s" % (name, e))
+    run.__name__ = name
+    run.__doc__ = func.__doc__
+    return run
 
 
-def calibration_classes(results):
-    """The ``iocost_calibrate`` results grouped by hardware class (model, firmware, capacity)."""
-    try:
-        return group_by_class(results)
-    except CalibrationError as e:
-        raise AnsibleFilterError("calibration_classes: %s" % e)
-
-
-def calibration_entry_file(entry):
-    """The entry's file name in the database: ``<model>__<firmware>__<capacity>.json``, safely encoded."""
-    try:
-        return entry_file_name(entry)
-    except CalibrationError as e:
-        raise AnsibleFilterError("calibration_entry_file: %s" % e)
-
-
-def calibration_hwdb(entries, solution="naive", skip_unexportable=False):
-    """The text of a systemd hwdb fragment for the udev ``iocost`` helper."""
-    try:
-        return hwdb_fragment(entries, solution=solution, skip_unexportable=skip_unexportable)
-    except CalibrationError as e:
-        raise AnsibleFilterError("calibration_hwdb: %s" % e)
+# entry: the repeats of one hardware class -> a database entry; classes: results grouped by class;
+# entry_file: the entry's safe file name; hwdb: entries -> a systemd hwdb fragment.
+calibration_entry = _filter("calibration_entry", merge_results)
+calibration_classes = _filter("calibration_classes", group_by_class)
+calibration_entry_file = _filter("calibration_entry_file", entry_file_name)
+calibration_hwdb = _filter("calibration_hwdb", hwdb_fragment)
 
 
 class FilterModule(object):
     def filters(self):
-        return {"calibration_entry": calibration_entry, "calibration_classes": calibration_classes,
-                "calibration_entry_file": calibration_entry_file,
-                "calibration_hwdb": calibration_hwdb}
+        return dict((f.__name__, f) for f in (calibration_entry, calibration_classes, calibration_entry_file,
+                                              calibration_hwdb))
