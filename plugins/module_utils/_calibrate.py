@@ -18,8 +18,9 @@ The order of a call:
    (a scheduler switch resets it), ``nomerges`` and the ``io.cost.qos`` line, verify them, remove
    the scratch file, then the journal.
 
-A SIGKILL cannot be caught: the journal lets the next call (or ``recover_only``) put the disk
-back. A reboot resets the kernel state by itself; then only the scratch file is removed.
+A SIGKILL cannot be caught: the journal lets the next call (for any disk) put the disk back and
+remove the scratch file, before it plans its own target. A reboot resets the kernel state by
+itself; then only the scratch file is removed.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -188,37 +189,75 @@ def _alive(pid):
     return True
 
 
-def recover(fs, record):
-    """Undo what a killed calibration of this disk left; returns a report dict or None."""
-    path = journal_path(record)
-    text = fs.read(path)
-    if text is None:
-        return None
+def _read_journal(fs, path):
     try:
-        entry = json.loads(text)
+        return json.loads(fs.read(path) or "")
     except ValueError:
         raise CalibrationError("%s is not a calibration journal (not JSON); remove it once the disk's scheduler, "
                                "nomerges and io.cost.qos are checked by hand" % path)
-    same_boot = entry.get("boot_id") == _boot_id(fs)
-    if same_boot and entry.get("pid") and entry["pid"] != os.getpid() and _alive(entry["pid"]):
+
+
+def _running(fs, entry):
+    """True when the journal's calibration still runs (same boot, its process alive, not us)."""
+    pid = entry.get("pid")
+    return bool(entry.get("boot_id") == _boot_id(fs) and pid and pid != os.getpid() and _alive(pid))
+
+
+def recover(fs, resolver):
+    """Undo what killed calibrations left, for every journal whose process is gone.
+
+    Runs before the target is planned, so a killed run's scratch file no longer takes the free
+    space and its disk is back in its own state before it is checked again. In the same boot the
+    disk is found by the journal's MAJ:MIN (still valid) and checked against its stable identity;
+    after a reboot the kernel state is fresh and only the scratch file is removed. Returns a
+    report per journal.
+    """
+    reports = []
+    for name in fs.listdir(JOURNAL_DIR):
+        if not (name.startswith("calibrate-") and name.endswith(".json")):
+            continue
+        path = "%s/%s" % (JOURNAL_DIR, name)
+        entry = _read_journal(fs, path)
+        if _running(fs, entry):
+            continue    # another calibration, of another disk (the same disk is refused later)
+        report = {"journal": path, "device": entry.get("device"), "started": entry.get("started"),
+                  "restored": None, "removed_scratch": None, "notes": []}
+        if entry.get("boot_id") == _boot_id(fs):
+            try:
+                record = resolver.resolve((entry.get("device") or {}).get("majmin") or "")
+            except DeviceError as e:
+                raise CalibrationError("the calibration journal %s names %s, which this host no longer has (%s); "
+                                       "check that disk by hand and remove the journal"
+                                       % (path, entry.get("device"), e.message))
+            if entry.get("stable_id") and record.stable_id != entry["stable_id"]:
+                raise CalibrationError("the calibration journal %s is for %s, but %s is now %s; check the disk by "
+                                       "hand and remove the journal" % (path, entry["stable_id"], record.majmin,
+                                                                        record.stable_id))
+            result = restore(fs, record, entry["snapshot"])
+            report["restored"] = result["diff"]["after"]
+            report["notes"] = result["notes"]
+        scratch = entry.get("scratch")
+        if scratch and fs.exists(scratch):
+            try:
+                targets.remove_scratch(fs.path(scratch))
+            except (OSError, ValueError) as e:
+                raise CalibrationError("cannot remove the scratch file %s of the killed run (journal %s): %s"
+                                       % (scratch, path, e))
+            report["removed_scratch"] = scratch
+        fs.remove(path)
+        reports.append(report)
+    return reports
+
+
+def refuse_if_running(fs, record):
+    """A calibration of the same disk that is still running makes this one fail before any write."""
+    path = journal_path(record)
+    if fs.read(path) is None:
+        return
+    entry = _read_journal(fs, path)
+    if _running(fs, entry):
         raise CalibrationError("another calibration of %s is running (pid %s, journal %s); wait for it to finish"
                                % (record.name, entry["pid"], path))
-    report = {"journal": path, "started": entry.get("started"), "restored": None, "removed_scratch": None}
-    if same_boot:
-        # the MAJ:MIN in the journal is this boot's, but the disk is found by identity anyway
-        result = restore(fs, record, entry["snapshot"])
-        report["restored"] = result["diff"]["after"]
-        report["notes"] = result["notes"]
-    scratch = entry.get("scratch")
-    if scratch and fs.exists(scratch):
-        try:
-            targets.remove_scratch(fs.path(scratch))
-        except (OSError, ValueError) as e:
-            raise CalibrationError("cannot remove the scratch file %s of the killed run (journal %s): %s"
-                                   % (scratch, path, e))
-        report["removed_scratch"] = scratch
-    fs.remove(path)
-    return report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,6 +317,8 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
     scratch_size, big_bs, headroom = _request(params)
     rule = stop_rule(params.get("stop_rule"))
     run = _tool_runner(runner)
+    # first repair what killed runs left (their disks' state, their scratch files)
+    recovered = [] if check_mode else recover(fs, resolver)
     request = dict(params, scratch_size=scratch_size)
     if headroom is not None:
         request["headroom_min"] = headroom
@@ -288,6 +329,7 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
     except DeviceError as e:
         raise CalibrationError(e.message, details=dict((k, v) for k, v in e.as_dict().items() if k != "msg"))
     record = target.disk
+    refuse_if_running(fs, record)
     binary = runner.which("fio")
     if binary is None:
         raise CalibrationError("fio is not installed on this host; install it (apt-get install fio) and run again")
@@ -310,12 +352,9 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
     if check_mode:
         base.update(changed=False, msg="would measure %s through %s %s" % (record.name, target.kind, target.path))
         return base
-    recovered = recover(fs, record)
-    # the recovery may have changed what the disk holds: take the snapshot again
-    snap = snapshot(fs, record) if recovered else snap
     started = time.time()
     timings = {}
-    result = dict(base, recovered=recovered, changed=target.kind == "device", held_before=snap)
+    result = dict(base, recovered=recovered, changed=target.kind == "device")
     write_journal(fs, record, snap, target)
     failure = None
     try:

@@ -26,7 +26,7 @@ description:
   - While measuring, the disk runs with scheduler C(none), C(nomerges) 1 and iocost off (as the reference tool does).
     All of it, and C(nr_requests) which a scheduler switch resets, is put back and verified afterwards, also when fio
     fails or the module receives SIGTERM, SIGHUP or SIGINT. A journal under C(/run/aiinfra-io_isolation) names what
-    was changed, so a run killed outright is repaired by the next call for the same disk.
+    was changed, so a run killed outright is repaired by the next call, before it plans its own target.
   - The module only measures. The M(aiinfra.io_isolation.iocost) module, or the C(aiinfra.io_isolation.calibration)
     and C(aiinfra.io_isolation.io_baseline) roles, apply the result.
 author:
@@ -225,10 +225,15 @@ restore:
   type: dict
   sample: {queue: {/sys/block/nvme1n1/queue/scheduler: mq-deadline}, errors: [], notes: []}
 recovered:
-  description: What this call repaired from an earlier run that was killed (V(null) when there was none).
+  description:
+    - What this call repaired first, one entry per journal an earlier, killed run left behind (on any disk) - the
+      journal, the disk, the restored values (V(null) after a reboot, which reset them) and the scratch file removed.
   returned: success, not in check mode
-  type: dict
-  sample: null
+  type: list
+  elements: dict
+  sample: [{journal: /run/aiinfra-io_isolation/calibrate-wwn_nvme.1b36-6c61.json, device: {name: nvme1n1,
+            majmin: "259:0"}, restored: {/sys/block/nvme1n1/queue/scheduler: mq-deadline}, removed_scratch: null,
+            notes: []}]
 method:
   description: The stop rule, QoS rule, job count and block size used.
   returned: always

@@ -133,7 +133,7 @@ def test_a_restore_that_fails_keeps_the_journal_and_says_so(lab):
     lab.q.refuse.clear()
     lab.events[:] = []
     result = run(lab)
-    assert result["recovered"]["restored"] and lab.state() == BEFORE and lab.journals() == []
+    assert result["recovered"][0]["restored"] and lab.state() == BEFORE and lab.journals() == []
 
 
 # -- a run killed outright --------------------------------------------------------------------------
@@ -158,8 +158,9 @@ def test_the_next_call_repairs_a_killed_run(lab):
     assert lab.state()["scheduler"] == "none"
     lab.host.write("/srv/calib/.aiinfra-iocost-calibrate-%d.scratch" % os.getpid(), "x")
     result = run(lab)
-    assert result["recovered"]["restored"]
-    assert result["recovered"]["removed_scratch"].startswith("/srv/calib/.aiinfra-iocost-calibrate-")
+    (report,) = result["recovered"]
+    assert report["restored"] and report["device"]["name"] == "nvme0n1"
+    assert report["removed_scratch"].startswith("/srv/calib/.aiinfra-iocost-calibrate-")
     # the snapshot of this call is taken after the repair: the restore puts back the original state
     assert result["held_before"]["queue"]["scheduler"] == "mq-deadline"
     assert lab.state() == BEFORE and lab.journals() == []
@@ -169,7 +170,7 @@ def test_after_a_reboot_only_the_scratch_file_is_removed(lab):
     _kill_mid_run(lab)
     lab.host.write("/proc/sys/kernel/random/boot_id", "99999999-2222-3333-4444-555555555555")
     result = run(lab)
-    assert result["recovered"]["restored"] is None
+    assert [r["restored"] for r in result["recovered"]] == [None]
 
 
 def test_a_running_calibration_of_the_same_disk_is_refused(lab):
@@ -243,3 +244,32 @@ def test_kernel_class_for_a_user_model_is_the_queue_class(lab):
     assert name == "ssd_dfl" and model == cal.KERNEL_CLASSES["ssd_dfl"]
     auto = dict(cal.KERNEL_CLASSES["hdd"], ctrl="auto", model="linear")
     assert cal.kernel_model({"iocost_model": auto}, lab.record) == (cal.KERNEL_CLASSES["hdd"], "auto")
+
+
+def test_a_killed_run_is_repaired_before_the_target_is_planned(lab, monkeypatch):
+    # its scratch file may be what makes the free-space check fail: the repair comes first
+    _kill_mid_run(lab)
+    seen = []
+
+    def plan(fs, resolver, run_, params):
+        seen.append((lab.state()["scheduler"], lab.journals()))
+        return lab.target()
+    monkeypatch.setattr(targets, "plan_target", plan)
+    result = run(lab)
+    assert seen == [("mq-deadline", [])] and len(result["recovered"]) == 1
+
+
+def test_check_mode_repairs_nothing(lab):
+    _kill_mid_run(lab)
+    lab.sim.writes[:] = []
+    run(lab, check_mode=True)
+    assert lab.sim.writes == [] and len(lab.journals()) == 1
+
+
+def test_a_journal_for_a_disk_that_moved_is_refused(lab):
+    entry = _kill_mid_run(lab)
+    entry["stable_id"] = "serial:someone-else"
+    with open(lab.sim.path(cal.journal_path(lab.record)), "w") as f:
+        json.dump(entry, f)
+    with pytest.raises(cal.CalibrationError, match="is for serial:someone-else"):
+        run(lab)
