@@ -73,7 +73,8 @@ changelog-check: setup
 lab-images: setup
 	python3 tests/lab/lab.py build debian12 debian13
 
-# Molecule scenarios on real kernels, one VM at a time: Debian 12 (6.1) then Debian 13 (6.12).
+# Molecule scenarios on real kernels, in name order: calibration (Debian 13), colocated (both
+# guests at once), debian12 (6.1), debian13 (6.12).
 lab-test: lab-images
 	$(BIN)/molecule test --all
 
