@@ -38,14 +38,14 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_q
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as targets
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _fio as fio
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost as iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import slug
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
     CodecSetting, Reconciler, ReconcileError,
 )
 
-IOCOST_QOS = "/sys/fs/cgroup/io.cost.qos"
-IOCOST_MODEL = "/sys/fs/cgroup/io.cost.model"
+IOCOST_QOS = blk_queue.IOCOST_QOS
 JOURNAL_DIR = "/run/aiinfra-io_isolation"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # What the measurement needs on the disk (the reference tool sets the same): no scheduler and no
@@ -99,20 +99,11 @@ def signals_as_exceptions(signums=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 # What the disk holds, holding it, putting it back
 # ---------------------------------------------------------------------------------------------
 
-def _iocost_lines(fs, majmin):
-    """(io.cost.model line, io.cost.qos line) for the disk as parsed dicts; None where absent."""
-    out = []
-    for path, codec in ((IOCOST_MODEL, codecs.IO_COST_MODEL), (IOCOST_QOS, codecs.IO_COST_QOS)):
-        text = fs.read(path)
-        out.append(codec.lookup(codec.parse(text), majmin) if text else None)
-    return tuple(out)
-
-
 def snapshot(fs, record):
     """What the measurement will change, as the kernel holds it now (JSON-friendly)."""
     ctx = blk_queue.QueueContext(fs, record)
     queue = blk_queue.held(ctx)
-    model, qos = _iocost_lines(fs, record.majmin)
+    model, qos = iocost.held(fs, record.majmin)
     return {"queue": dict((attr, queue.get(attr)) for attr in RESTORED_QUEUE + ("wbt_lat_usec",)),
             "iocost_qos": qos, "iocost_model": model}
 
