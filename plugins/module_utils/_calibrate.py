@@ -42,7 +42,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocos
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import slug
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
-    CodecSetting, Reconciler, ReconcileError,
+    CodecSetting, Reconciler,
 )
 
 IOCOST_QOS = blk_queue.IOCOST_QOS
@@ -389,7 +389,7 @@ def _restore_all(fs, record, snap, target):
         res = restore(fs, record, snap)
         out["queue"] = res["values"]
         out["notes"] = res["notes"]
-    except (ReconcileError, Exception) as e:  # pylint: disable=broad-except
+    except Exception as e:  # pylint: disable=broad-except
         # keep the journal: the next call repairs what this one could not
         out["errors"].append("%s: %s" % (record.name, getattr(e, "msg", e)))
     if target.kind == "file":
