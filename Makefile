@@ -19,12 +19,12 @@ export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check lab-images lab-test test demo demo-local clean constraints bench-calibration
+.PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check lab-images lab-test test demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test"
-	@echo "make unit | sanity | lint | build | docs-check | changelog-check | lab-test | demo-local | bench-calibration | clean"
+	@echo "make unit | sanity | lint | build | docs-check | changelog-check | lab-test | bench-isolation-smoke | demo-local | bench-calibration | bench-isolation | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -78,7 +78,7 @@ lab-images: setup
 lab-test: lab-images
 	$(BIN)/molecule test --all
 
-test: unit sanity lint build docs-check changelog-check lab-test
+test: unit sanity lint build docs-check changelog-check lab-test bench-isolation-smoke
 	@echo "make test: all suites passed"
 
 # The collection's main job on the built-in lab (KEEP_LAB=1 leaves the VM running).
@@ -89,6 +89,16 @@ demo: setup
 # 3 repeats each, the reference at 120 s per fio run (about an hour under TCG).
 bench-calibration: lab-images
 	$(BIN)/python benchmarks/calibration/compare.py $(BENCH_ARGS)
+
+# Benchmark (not a test): an inference reader against a training antagonist on one lab NVMe disk,
+# under no isolation, iocost defaults, the roles, and the roles with a calibrated model; 3 repeats
+# (about 45 minutes under TCG). Report: .cache/bench-isolation/report.html (docs/isolation.md).
+bench-isolation: lab-images
+	$(BIN)/python benchmarks/isolation/bench.py $(BENCH_ARGS)
+
+# The same benchmark cut to one configuration and a few seconds, so that it cannot rot (make test).
+bench-isolation-smoke: lab-images
+	$(BIN)/python benchmarks/isolation/bench.py --smoke --name bench-smoke --out $(CACHE)/bench-isolation-smoke
 
 # The same playbook against this machine, read-only.
 demo-local: setup

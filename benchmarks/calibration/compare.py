@@ -16,18 +16,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-LAB = [sys.executable if sys.version_info >= (3, 11) else "python3", os.path.join(REPO, "tests", "lab", "lab.py")]
+sys.path.insert(0, os.path.dirname(HERE))
+from labvm import LAB, add_vm_args, ansible_playbook, sh, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
+
 COEFS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
-
-
-def sh(argv, **kw):
-    return subprocess.run(argv, check=True, text=True, **kw)
 
 
 def reference(name, runtime):
@@ -41,14 +38,8 @@ def reference(name, runtime):
 
 
 def ours(inventory, out_json, stop_rule):
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    bindir = os.path.dirname(sys.executable)
-    coll = os.path.join(REPO, ".cache", "collections")
-    env["ANSIBLE_COLLECTIONS_PATH"] = coll + os.pathsep + env.get("ANSIBLE_COLLECTIONS_PATH", "")
-    argv = [os.path.join(bindir, "ansible-playbook"), "-i", inventory, os.path.join(HERE, "ours.yml"),
-            "-e", "out=%s" % out_json]
-    if stop_rule:
-        argv += ["-e", json.dumps({"stop_rule": stop_rule})]
+    argv, env = ansible_playbook([inventory], os.path.join(HERE, "ours.yml"),
+                                 ["out=%s" % out_json] + ([json.dumps({"stop_rule": stop_rule})] if stop_rule else []))
     t0 = time.time()
     sh(argv, env=env, capture_output=True)
     wall = time.time() - t0
@@ -84,22 +75,16 @@ def markdown(res):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
-    ap.add_argument("--guest", default="debian13")
-    ap.add_argument("--name", default="bench-cal")
-    ap.add_argument("--reuse", action="store_true", help="use a running VM of that name")
-    ap.add_argument("--keep", action="store_true", help="leave the VM running")
+    add_vm_args(ap, "debian13", "bench-cal")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--runtime", type=int, default=120, help="seconds per reference fio run")
     ap.add_argument("--stop-rule", type=json.loads, default=None, help="JSON stop_rule for the module")
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-calibration"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    if not a.reuse:
-        sh(LAB + ["up", a.guest, "--name", a.name, "--boot-attempts", "2"])
-    try:
+    with vm(a):
         inventory = os.path.join(a.out, "inventory.yml")
-        with open(inventory, "w") as f:
-            f.write(sh(LAB + ["inventory", a.name], capture_output=True).stdout)
+        write_inventory(a.name, inventory)
         res = {"guest": a.guest, "runtime": a.runtime, "repeats": a.repeats, "runs": {"reference": [], "ours": []}}
         for i in range(a.repeats):
             res["runs"]["reference"].append(reference(a.name, a.runtime))
@@ -113,9 +98,6 @@ def main():
         with open(os.path.join(a.out, "results.md"), "w") as f:
             f.write(res["table"] + "\n")
         print(res["table"])
-    finally:
-        if not a.keep:
-            sh(LAB + ["down", a.name, "--purge"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark: does the collection keep an inference reader's latency while training hammers the disk?
+
+Boots (or reuses) a lab VM, puts ext4 on lab-nvme-b with one file per job, and for each repeat
+applies each configuration through the collection itself, then runs fio in the slices (guest.py):
+every reader profile against every antagonist, plus each job alone under the first configuration
+(the reference for "solo"). Configurations, in this order per repeat:
+
+  none              no isolation: purge.yml, then a reboot (sysctls and the like return only then)
+  iocost_default    iocost_default.yml: iocost with the kernel's model class, weights 1000:100
+  roles             site.yml: io_baseline + inference + training with their defaults
+  roles_calibrated  site.yml with the model and QoS from the calibration role (lab-nvme-a, same
+                    hardware class, calibrated once per benchmark into <out>/calibration-db)
+
+Writes results.json, results.md, report.html and the plots under --out (report.py).
+
+  .venv/bin/python benchmarks/isolation/bench.py              (or: make bench-isolation)
+  .venv/bin/python benchmarks/isolation/bench.py --smoke      (one configuration, seconds; make test)
+"""
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import report  # noqa: E402  pylint: disable=wrong-import-position
+from labvm import LAB, add_vm_args, ansible_playbook, sh, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
+
+CONFIGS = ("none", "iocost_default", "roles", "roles_calibrated")
+LABELS = {"none": "no isolation", "iocost_default": "iocost, kernel model, weights 1000:100",
+          "roles": "roles, defaults", "roles_calibrated": "roles + calibrated model"}
+READERS = ("randread4k", "seqread128k")
+ANTAGONISTS = ("seqwrite1m", "randread64", "buffered")
+DEVICE = "lab-nvme-b"        # the disk both tenants share
+CALIBRATE = "lab-nvme-a"     # blank, same model/firmware/capacity: its entry applies to lab-nvme-b
+MOUNT = "/srv/bench"
+FILES = {"reader.dat": 256, "ckpt.dat": 256, "buffered.dat": 256}
+
+
+class Lab:
+    def __init__(self, name, out, verbose):
+        self.name, self.out, self.verbose = name, out, verbose
+        self.inventory = [os.path.join(out, "inventory.yml"), os.path.join(out, "groups.yml")]
+
+    def write_inventory(self):
+        write_inventory(self.name, self.inventory[0])
+        # One co-located host: inference and training on the same disk; it calibrates its class too.
+        with open(self.inventory[1], "w") as f:
+            f.write("all:\n  children:\n"
+                    "    inference:\n      hosts:\n        %(n)s:\n"
+                    "    training:\n      hosts:\n        %(n)s:\n"
+                    "    calibration:\n      hosts:\n        %(n)s:\n"
+                    "      vars:\n        calibration_targets:\n"
+                    "          - {device: %(c)s, destructive: true}\n" % {"n": self.name, "c": CALIBRATE})
+
+    def guest(self, action, spec):
+        with open(os.path.join(HERE, "guest.py")) as script:
+            # base64: lab.py ssh hands the words to the guest's shell, which would eat JSON's quotes.
+            arg = base64.b64encode(json.dumps(spec).encode()).decode()
+            res = subprocess.run(LAB + ["ssh", self.name, "--", "python3", "-", action, arg],
+                                 stdin=script, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise SystemExit("guest.py %s failed (rc %d): %s" % (action, res.returncode, res.stderr.strip()[-2000:]))
+        return json.loads(res.stdout.strip().splitlines()[-1])
+
+    def playbook(self, path, extra=None):
+        argv, env = ansible_playbook(self.inventory, path, [json.dumps(extra or {})])
+        t0 = time.time()
+        res = subprocess.run(argv, env=env, capture_output=True, text=True)
+        log = os.path.join(self.out, "ansible.log")
+        with open(log, "a") as f:
+            f.write("$ %s\n%s\n%s\n" % (" ".join(argv), res.stdout, res.stderr))
+        if res.returncode != 0:
+            raise SystemExit("%s failed (rc %d); see %s:\n%s" % (os.path.basename(path), res.returncode, log,
+                                                                 res.stdout[-3000:]))
+        return time.time() - t0
+
+
+def apply(lab, config, fresh, db, extra=None):
+    """Put the host into `config` through the collection; returns the seconds it took. `extra`: more
+    variables for the roles (to try other defaults)."""
+    t0 = time.time()
+    # The health gate would fail a host that a previous run just stalled: not what is measured here.
+    roles = dict({"io_isolation_health_fail_pct": 101, "io_isolation_health_warn_pct": 101}, **(extra or {}))
+    if config == "none":
+        if not fresh:
+            lab.playbook(os.path.join(REPO, "playbooks", "purge.yml"))
+            sh(LAB + ["reboot", lab.name], capture_output=True)
+            lab.write_inventory()
+    elif config == "iocost_default":
+        lab.playbook(os.path.join(HERE, "iocost_default.yml"), {"bench_device": DEVICE})
+    elif config == "roles":
+        # No calibration database: io_baseline takes the kernel's class for each disk.
+        lab.playbook(os.path.join(REPO, "playbooks", "site.yml"),
+                     dict(roles, io_isolation_calibration_dir=os.path.join(lab.out, "no-calibration-db")))
+    elif config == "roles_calibrated":
+        lab.playbook(os.path.join(REPO, "playbooks", "site.yml"), dict(roles, io_isolation_calibration_dir=db))
+    else:
+        raise SystemExit("unknown configuration %s" % config)
+    # After a reboot the filesystem is not mounted; prepare is idempotent.
+    lab.guest("prepare", {"serial": DEVICE, "mount": MOUNT, "files": FILES})
+    return round(time.time() - t0, 1)
+
+
+def calibrate(lab, db):
+    if os.path.isdir(db) and any(n.endswith(".json") for n in os.listdir(db)):
+        return None
+    return round(lab.playbook(os.path.join(REPO, "playbooks", "calibrate.yml"),
+                              {"io_isolation_calibration_dir": db}), 1)
+
+
+def accel():
+    """What QEMU ran on (tcg or kvm), from the lab's own probe."""
+    root = os.environ.get("IO_ISOLATION_LAB_CACHE") or os.path.expanduser("~/.cache/aiinfra-io_isolation/lab")
+    try:
+        with open(os.path.join(root, "accel.json")) as f:
+            return json.load(f).get("accel")
+    except (OSError, ValueError):
+        return None
+
+
+def cells_for(config, first, readers, antagonists):
+    cells = []
+    if first:
+        cells += [{"reader": r, "antagonist": None} for r in readers]
+        cells += [{"reader": None, "antagonist": a} for a in antagonists]
+    cells += [{"reader": r, "antagonist": a} for r in readers for a in antagonists]
+    return cells
+
+
+def smoke_check(results):
+    """The smoke run in `make test`: the pieces work end to end (not a performance test)."""
+    problems = []
+    for run in results["runs"]:
+        for role in ("reader", "antagonist"):
+            if run.get(role):
+                st = run.get(role + "_stats") or {}
+                if not st.get("iops") or not (st.get("clat_ns") or {}).get("p99"):
+                    problems.append("%s %s: no fio figures (%s)" % (role, run[role], run.get(role + "_error")))
+        if run.get("reader") and run.get("antagonist") and "inference.slice" not in run.get("pressure", {}):
+            problems.append("no io.pressure for inference.slice")
+        if run.get("reader") and run.get("antagonist") and not run.get("vrate"):
+            problems.append("no cost.vrate sampled while iocost was on")
+    st = results["settings"]["roles"]
+    if "enable=1" not in (st.get("io.cost.qos") or ""):
+        problems.append("the roles did not enable iocost on %s: %s" % (DEVICE, st.get("io.cost.qos")))
+    for slice_, weight in (("inference.slice", "default 1000"), ("training.slice", "default 100")):
+        if weight not in (st[slice_].get("io.weight") or ""):
+            problems.append("%s io.weight is %r" % (slice_, st[slice_].get("io.weight")))
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_vm_args(ap, "debian12", "bench-iso")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=15, help="measured seconds per fio run")
+    ap.add_argument("--ramp", type=int, default=2, help="seconds each fio job runs before it measures")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--readers", default=",".join(READERS))
+    ap.add_argument("--antagonists", default=",".join(ANTAGONISTS))
+    ap.add_argument("--roles-vars", type=json.loads, default={},
+                    help="JSON variables for the roles in the roles configurations (to try other defaults)")
+    ap.add_argument("--calibration-db", help="an existing calibration database directory (else calibrate)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="one configuration (roles), one reader and antagonist, 3 s runs, one repeat")
+    ap.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-isolation"))
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    if a.smoke:
+        a.configs, a.readers, a.antagonists, a.repeats, a.seconds, a.ramp = "roles", "randread4k", "seqwrite1m", 1, 3, 1
+    configs = [c for c in CONFIGS if c in a.configs.split(",")]
+    readers, antagonists = a.readers.split(","), a.antagonists.split(",")
+    for n in readers + antagonists:
+        if n not in READERS + ANTAGONISTS:
+            raise SystemExit("unknown profile %s" % n)
+    os.makedirs(a.out, exist_ok=True)
+    db = a.calibration_db or os.path.join(a.out, "calibration-db")
+    lab = Lab(a.name, a.out, a.verbose)
+    t_start = time.time()
+    results = {"meta": {"guest": a.guest, "seconds": a.seconds, "ramp": a.ramp, "repeats": a.repeats,
+                        "device": DEVICE, "roles_vars": a.roles_vars, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+               "configs": configs, "config_labels": LABELS, "readers": readers, "antagonists": antagonists,
+               "runs": [], "settings": {}, "timings": {"apply": {}, "cells": {}}}
+    with vm(a):
+        lab.write_inventory()
+        prep = lab.guest("prepare", {"serial": DEVICE, "mount": MOUNT, "files": FILES})
+        print("prepared %s on %s (filled %s)" % (MOUNT, prep["device"], prep["made"] or "nothing"), flush=True)
+        if "roles_calibrated" in configs:
+            took = calibrate(lab, db)
+            print("calibration database %s (%s)" % (db, "calibrated in %s s" % took if took else "reused"), flush=True)
+        fresh = not a.reuse
+        for rep in range(1, a.repeats + 1):
+            for i, config in enumerate(configs):
+                took = apply(lab, config, fresh, db, a.roles_vars)
+                fresh = False
+                spec = {"serial": DEVICE, "mount": MOUNT, "seconds": a.seconds, "ramp": a.ramp,
+                        "cells": cells_for(config, i == 0, readers, antagonists)}
+                t0 = time.time()
+                got = lab.guest("cells", spec)
+                results["timings"]["apply"].setdefault(config, []).append(took)
+                results["timings"]["cells"].setdefault(config, []).append(round(time.time() - t0, 1))
+                results["settings"][config] = got["settings"]
+                results["meta"].update(kernel=got["kernel"], fio=got["fio"])
+                for c in got["cells"]:
+                    c.update(config=config, repeat=rep)
+                    results["runs"].append(c)
+                    if a.verbose or a.smoke:
+                        print(json.dumps(c)[:400], flush=True)
+                print("repeat %d %s: applied in %s s, %d runs in %.0f s" % (
+                    rep, config, took, len(got["cells"]), time.time() - t0), flush=True)
+    results["meta"]["accel"] = accel()
+    results["timings"]["total"] = round(time.time() - t_start, 1)
+    written = report.write(results, a.out)
+    print(written["markdown"])
+    print("wrote %s (total %.0f s)" % (", ".join(written["files"]), results["timings"]["total"]))
+    if a.smoke:
+        problems = smoke_check(results)
+        if problems:
+            raise SystemExit("smoke run failed:\n  " + "\n  ".join(problems))
+        print("smoke run: every job produced figures; the roles' settings were in force")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Runs INSIDE a lab guest as root (fed on stdin by bench.py): `python3 - ACTION BASE64-JSON`.
+
+  prepare  {"serial", "mount", "files"}  ext4 on the disk with that serial (made when the disk has
+           no signature), mounted at `mount`, with `files` ({name: MiB}) filled once by fio
+  cells    {"mount", "serial", "seconds", "ramp", "cells": [{"reader", "antagonist"}]}
+           each cell: the antagonist in training.slice and the reader in inference.slice, started
+           together as transient units with systemd-run (no --wait: it needs D-Bus), polled until
+           both end; prints one JSON line with every cell's fio figures, the slices' io.pressure
+           over the cell, iocost's cost.vrate sampled twice a second, and the settings in force.
+
+Standard library only; fio with JSON output; no shell.
+"""
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+
+ENV = dict(os.environ, LANG="C", LC_ALL="C")
+SLICES = {"reader": "inference.slice", "antagonist": "training.slice"}
+RUN = "/run/aiinfra-bench"
+
+# fio job per profile: (file, argv). Readers read the reader file; the shuffle reads the checkpoint
+# file, the checkpoint writers write theirs, so no two jobs share blocks. The QD1 readers use psync:
+# a task blocked in pread() counts in io.pressure, one waiting in io_getevents() does not.
+PROFILES = {
+    # KV-cache spill / embedding lookup: one 4k random read at a time.
+    "randread4k": ("reader.dat", ["--rw=randread", "--bs=4k", "--iodepth=1", "--direct=1", "--ioengine=psync"]),
+    # model-weight load: 128k sequential reads, one at a time.
+    "seqread128k": ("reader.dat", ["--rw=read", "--bs=128k", "--iodepth=1", "--direct=1", "--ioengine=psync"]),
+    # checkpoint write straight to the disk.
+    "seqwrite1m": ("ckpt.dat", ["--rw=write", "--bs=1M", "--iodepth=32", "--direct=1", "--ioengine=libaio"]),
+    # dataset shuffle: deep random reads.
+    "randread64": ("ckpt.dat", ["--rw=randread", "--bs=4k", "--iodepth=64", "--direct=1", "--ioengine=libaio"]),
+    # checkpoint write through the page cache: dirty writeback, where memory.high and the dirty
+    # limits act.
+    "buffered": ("buffered.dat", ["--rw=write", "--bs=1M", "--direct=0", "--ioengine=psync"]),
+}
+
+
+def run(argv, check=True):
+    res = subprocess.run(argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if check and res.returncode != 0:
+        raise SystemExit("%s: rc %d: %s" % (" ".join(argv), res.returncode, res.stderr.strip()))
+    return res
+
+
+def disk_of(serial):
+    for name in sorted(os.listdir("/sys/block")):
+        try:
+            with open("/sys/block/%s/device/serial" % name) as f:
+                if f.read().strip() == serial:
+                    with open("/sys/block/%s/dev" % name) as d:
+                        return name, d.read().strip()
+        except OSError:
+            continue
+    raise SystemExit("no disk with serial %s" % serial)
+
+
+def prepare(spec):
+    name, _ = disk_of(spec["serial"])
+    dev = "/dev/" + name
+    mnt = spec["mount"]
+    os.makedirs(mnt, exist_ok=True)
+    if not os.path.ismount(mnt):
+        if not run(["blkid", "-p", dev], check=False).stdout.strip():
+            run(["mkfs.ext4", "-q", "-E", "nodiscard", "-L", "aiinfra-bench", dev])
+        run(["mount", dev, mnt])
+    made = []
+    for fname, mib in sorted(spec["files"].items()):
+        path = os.path.join(mnt, fname)
+        if os.path.exists(path) and os.path.getsize(path) == mib << 20:
+            continue
+        # Written with real data once: reads of never-written blocks cost the emulated disk nothing.
+        run(["fio", "--name=fill", "--filename=" + path, "--size=%dM" % mib, "--rw=write", "--bs=1M",
+             "--direct=1", "--ioengine=libaio", "--iodepth=8", "--output-format=json"])
+        made.append(fname)
+    run(["sync"])
+    return {"device": dev, "made": made}
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def pressure_total(slice_):
+    """io.pressure's cumulative stall times (µs) of a slice, or None without the file."""
+    text = read("/sys/fs/cgroup/%s/io.pressure" % slice_)
+    if text is None:
+        return None
+    out = {}
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        fields = dict(kv.split("=", 1) for kv in rest.split())
+        out[kind] = int(fields["total"])
+    return out
+
+
+def vrate(majmin):
+    """iocost's current base vrate (%) for the disk: root io.stat's cost.vrate, None when off."""
+    for line in (read("/sys/fs/cgroup/io.stat") or "").splitlines():
+        if line.startswith(majmin + " "):
+            for kv in line.split()[1:]:
+                if kv.startswith("cost.vrate="):
+                    return float(kv.split("=", 1)[1])
+    return None
+
+
+def settings(majmin):
+    """What isolation is in force: enough to tell the configurations apart in the results."""
+    def line_for(path):
+        for line in (read(path) or "").splitlines():
+            if line.startswith(majmin + " "):
+                return line
+        return None
+    out = {"io.cost.model": line_for("/sys/fs/cgroup/io.cost.model"),
+           "io.cost.qos": line_for("/sys/fs/cgroup/io.cost.qos")}
+    for slice_ in SLICES.values():
+        base = "/sys/fs/cgroup/" + slice_
+        out[slice_] = dict((f, (read(os.path.join(base, f)) or "").strip() or None)
+                           for f in ("io.weight", "io.max", "cpu.weight", "memory.low", "memory.high"))
+    for key in ("dirty_bytes", "dirty_background_bytes", "dirty_ratio", "dirty_background_ratio"):
+        out["vm." + key] = (read("/proc/sys/vm/" + key) or "").strip()
+    return out
+
+
+def stats(path, role):
+    """The figures of one fio job from its JSON output (the direction it drove)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+        # fio may print notes before the JSON document.
+        doc = json.loads(text[text.index("{"):])
+    except (OSError, ValueError):
+        return None
+    job = doc["jobs"][0]
+    side = "write" if job["write"]["io_bytes"] > job["read"]["io_bytes"] else "read"
+    d = job[side]
+    pct = d.get("clat_ns", {}).get("percentile", {})
+
+    def at(p):
+        v = pct.get("%.6f" % p)
+        return int(v) if v is not None else None
+    return {"dir": side, "iops": d["iops"], "bw_bytes": d["bw_bytes"], "ios": d.get("total_ios"),
+            "runtime_ms": d.get("runtime"), "clat_ns": {"p50": at(50), "p99": at(99), "p99.9": at(99.9)},
+            "percentiles": dict((k, int(v)) for k, v in pct.items())}
+
+
+def unit_state(unit):
+    res = run(["systemctl", "show", "-P", "ActiveState", unit], check=False)
+    return res.stdout.strip() or "inactive"
+
+
+def start(role, profile, spec, index):
+    fname, args = PROFILES[profile]
+    unit = "aiinfra-bench-%s-%d" % (role, index)
+    out = os.path.join(RUN, "%s-%d.json" % (role, index))
+    if os.path.exists(out):
+        os.unlink(out)
+    run(["systemctl", "reset-failed", unit + ".service"], check=False)
+    argv = ["systemd-run", "--quiet", "--unit=" + unit, "--slice=" + SLICES[role], "--", "fio",
+            "--name=" + profile, "--filename=" + os.path.join(spec["mount"], fname), "--time_based",
+            "--runtime=%d" % spec["seconds"], "--ramp_time=%d" % spec["ramp"], "--output-format=json",
+            "--output=" + out] + args
+    run(argv)
+    return unit + ".service", out
+
+
+def cell(spec, c, index, majmin):
+    os.makedirs(RUN, exist_ok=True)
+    if c.get("antagonist") == "buffered" or c.get("reader") == "buffered":
+        # Start from a clean page cache so each buffered run dirties the same amount.
+        run(["sync"])
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3")
+    before = dict((s, pressure_total(s)) for s in SLICES.values())
+    t0 = time.monotonic()
+    jobs = {}
+    # The antagonist first: the reader meets it already running (both ramp before measuring).
+    for role in ("antagonist", "reader"):
+        if c.get(role):
+            jobs[role] = start(role, c[role], spec, index)
+    samples = []
+    deadline = t0 + spec["seconds"] + spec["ramp"] + 60
+    measuring_from = t0 + spec["ramp"] + 0.5
+    while True:
+        states = dict((role, unit_state(u)) for role, (u, _) in jobs.items())
+        if all(s in ("inactive", "failed") for s in states.values()):
+            break
+        if time.monotonic() > deadline:
+            for u, _ in jobs.values():
+                run(["systemctl", "stop", u], check=False)
+            raise SystemExit("cell %s did not end within %d s" % (c, deadline - t0))
+        if time.monotonic() >= measuring_from and majmin:
+            v = vrate(majmin)
+            if v is not None:
+                samples.append(v)
+        time.sleep(0.5)
+    wall = time.monotonic() - t0
+    after = dict((s, pressure_total(s)) for s in SLICES.values())
+    # A buffered writer leaves dirty pages behind: write them back now, not in the next cell.
+    run(["sync"])
+    press = {}
+    for s in SLICES.values():
+        if before[s] is not None and after[s] is not None:
+            press[s] = dict((k, round(100.0 * (after[s][k] - before[s][k]) / 1e6 / wall, 2)) for k in after[s])
+    res = {"reader": c.get("reader"), "antagonist": c.get("antagonist"), "wall": round(wall, 1), "pressure": press,
+           "vrate": ({"mean": round(sum(samples) / len(samples), 2), "min": min(samples), "max": max(samples),
+                      "n": len(samples)} if samples else None)}
+    for role, (unit, out) in jobs.items():
+        res[role + "_stats"] = stats(out, role)
+        if res[role + "_stats"] is None:
+            res[role + "_error"] = "fio wrote no result (%s %s)" % (unit, states.get(role))
+    return res
+
+
+def cells(spec):
+    _, majmin = disk_of(spec["serial"])
+    out = {"settings": settings(majmin), "kernel": os.uname().release,
+           "fio": run(["fio", "--version"]).stdout.strip(), "cells": []}
+    for i, c in enumerate(spec["cells"]):
+        out["cells"].append(cell(spec, c, i, majmin))
+    return out
+
+
+def main():
+    action, spec = sys.argv[1], json.loads(base64.b64decode(sys.argv[2]))
+    result = {"prepare": prepare, "cells": cells}[action](spec)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,532 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Report for the isolation benchmark: summary, Markdown, PNG plots and a self-contained HTML page.
+
+bench.py runs a latency-sensitive reader fio job (inference.slice) alone, an antagonist fio job
+(training.slice) alone, and both together under several isolation configurations, and hands the
+results dict to the functions here:
+
+  summarize(results)                 medians and spreads per solo job and per (config, reader, antagonist) cell,
+                                     the reader's p99 as a multiple of its solo p99, the antagonist's bandwidth
+                                     as a share of its solo bandwidth, and whether both targets are met
+  markdown(results, summary)         GitHub Markdown tables
+  plots(results, summary)            {name: PNG bytes}: latency-<reader> and throughput-<reader>
+  html(results, summary, images)     one HTML page with the tables and the images inlined
+  write(results, outdir)             all of the above into outdir (results.json, results.md, report.html, *.png)
+
+Any statistic may be missing in a broken run (a job that failed has null stats); such values are
+skipped in medians and shown as an em dash. The spread is (max - min) / median over the repeats.
+
+  .venv/bin/python benchmarks/isolation/report.py results.json OUTDIR   (re-render a saved run)
+"""
+
+import argparse
+import base64
+import html as htmlmod
+import io
+import json
+import math
+import os
+import re
+import statistics
+
+READER_SLICE = "inference.slice"
+ANTAGONIST_SLICE = "training.slice"
+LATENCIES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
+NINES = (50.0, 90.0, 99.0, 99.9, 99.99)
+DASH = "\u2014"
+TIMES = "\u00d7"
+FIGSIZE = (10, 4)
+DPI = 100
+
+
+# ---------------------------------------------------------------------------------------------- summary
+
+def _num(value):
+    """A finite int or float, else None (bools, strings, NaN and None are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _dict(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _stats(run, key):
+    """The run's stats dict for reader_stats / antagonist_stats, None when the job failed or is absent."""
+    stats = run.get(key)
+    return stats if isinstance(stats, dict) and stats else None
+
+
+def _agg(values):
+    """{"median", "spread", "values"} over the known values; spread is None for < 2 values or a zero median."""
+    vals = [v for v in values if _num(v) is not None]
+    if not vals:
+        return {"median": None, "spread": None, "values": []}
+    med = statistics.median(vals)
+    spread = (max(vals) - min(vals)) / med if len(vals) >= 2 and med else None
+    return {"median": med, "spread": spread, "values": vals}
+
+
+def _percentiles(stats):
+    """fio's clat percentiles as {float percentile: ns}, unparsable entries dropped."""
+    out = {}
+    for key, value in _dict(stats.get("percentiles")).items():
+        try:
+            pct = float(key)
+        except (TypeError, ValueError):
+            continue
+        if _num(value) is not None and math.isfinite(pct):
+            out[pct] = value
+    return out
+
+
+def _latency(stats, name, pct):
+    """clat_ns[name] (p50, p99, p99.9), falling back to the matching entry of the percentiles dict."""
+    value = _num(_dict(stats.get("clat_ns")).get(name))
+    if value is not None:
+        return value
+    for key, val in _percentiles(stats).items():
+        if abs(key - pct) < 1e-6:
+            return val
+    return None
+
+
+def _median_percentiles(stats_list):
+    """{"%.6f" % percentile: median ns} over the runs, in percentile order."""
+    by_pct = {}
+    for stats in stats_list:
+        for pct, value in _percentiles(stats).items():
+            by_pct.setdefault(pct, []).append(value)
+    return dict(("%.6f" % pct, statistics.median(by_pct[pct])) for pct in sorted(by_pct))
+
+
+def _job(stats_list):
+    """Medians and spreads of one job's stats over its repeats."""
+    out = {"n": len(stats_list),
+           "iops": _agg([s.get("iops") for s in stats_list]),
+           "bw_bytes": _agg([s.get("bw_bytes") for s in stats_list])}
+    for name, pct in LATENCIES:
+        out[name] = _agg([_latency(s, name, pct) for s in stats_list])
+    out["percentiles"] = _median_percentiles(stats_list)
+    return out
+
+
+def _order(results, listed, field, runs):
+    """The presentation order: results[listed], then any name that only appears in the runs."""
+    order = [x for x in (results.get(listed) or []) if isinstance(x, str)]
+    for run in runs:
+        name = run.get(field)
+        if isinstance(name, str) and name not in order:
+            order.append(name)
+    return order
+
+
+def _runs(results):
+    return [r for r in (results.get("runs") or []) if isinstance(r, dict)]
+
+
+def _solo(runs, configs, field, other, name, stats_key):
+    """The solo runs of the first config (in presentation order) that has any with stats, summarised."""
+    for config in configs:
+        stats = [_stats(run, stats_key) for run in runs
+                 if run.get("config") == config and run.get(field) == name and run.get(other) is None]
+        stats = [s for s in stats if s is not None]
+        if stats:
+            return dict(config=config, **_job(stats))
+    return None
+
+
+def _ratio(num, den):
+    return num / den if num is not None and den else None
+
+
+def _median_of(solo, key):
+    return solo[key]["median"] if solo else None
+
+
+def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
+    """Medians per solo job and per contended (config, reader, antagonist) cell, with the derived ratios.
+
+    Returns {"targets": {"p99_ratio", "bw_share"}, "solo": {"readers": {name: job}, "antagonists": {name: job}},
+    "cells": [cell]}. A solo job is None when no config has a solo run of it with stats, else {"config" (the
+    reference: the first config in presentation order with such runs), "n", "iops", "bw_bytes", "p50", "p99",
+    "p99.9" (each {"median", "spread", "values"}), "percentiles" ({"%f" percentile: median ns})}.
+    A cell (configs x readers x antagonists order, only combinations with runs): {"config", "reader",
+    "antagonist" (names), "runs", "n" (runs with reader stats), "antagonist_n", "reader_stats" ({"iops",
+    "bw_bytes", "p50", "p99", "p99.9"}), "reader_percentiles", "antagonist_bw", "antagonist_iops",
+    "pressure" ({slice: {"some", "full"}: median}), "vrate_mean", "p99_ratio", "p999_ratio", "bw_share", "met"}.
+    """
+    runs = _runs(results)
+    configs = _order(results, "configs", "config", runs)
+    readers = _order(results, "readers", "reader", runs)
+    antagonists = _order(results, "antagonists", "antagonist", runs)
+    solo = {"readers": dict((r, _solo(runs, configs, "reader", "antagonist", r, "reader_stats")) for r in readers),
+            "antagonists": dict((a, _solo(runs, configs, "antagonist", "reader", a, "antagonist_stats"))
+                                for a in antagonists)}
+    cells = []
+    for config in configs:
+        for reader in readers:
+            for antagonist in antagonists:
+                sel = [run for run in runs if run.get("config") == config and run.get("reader") == reader
+                       and run.get("antagonist") == antagonist]
+                if sel:
+                    cells.append(_cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target))
+    return {"targets": {"p99_ratio": p99_ratio_target, "bw_share": bw_share_target}, "solo": solo, "cells": cells}
+
+
+def _cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target):
+    rstats = [s for s in (_stats(run, "reader_stats") for run in sel) if s is not None]
+    astats = [s for s in (_stats(run, "antagonist_stats") for run in sel) if s is not None]
+    rjob = _job(rstats)
+    pressure = {}
+    for run in sel:
+        for slice_name, values in _dict(run.get("pressure")).items():
+            for kind, value in _dict(values).items():
+                pressure.setdefault(slice_name, {}).setdefault(kind, []).append(value)
+    pressure = dict((s, dict((k, _agg(v)["median"]) for k, v in kinds.items())) for s, kinds in pressure.items())
+    vrate = _agg([_dict(run.get("vrate")).get("mean") for run in sel])["median"]
+    solo_r, solo_a = solo["readers"].get(reader), solo["antagonists"].get(antagonist)
+    cell = {"config": config, "reader": reader, "antagonist": antagonist, "runs": len(sel), "n": len(rstats),
+            "antagonist_n": len(astats),
+            "reader_stats": dict((k, rjob[k]) for k in ("iops", "bw_bytes", "p50", "p99", "p99.9")),
+            "reader_percentiles": rjob["percentiles"],
+            "antagonist_bw": _agg([s.get("bw_bytes") for s in astats]),
+            "antagonist_iops": _agg([s.get("iops") for s in astats]),
+            "pressure": pressure, "vrate_mean": vrate}
+    cell["p99_ratio"] = _ratio(cell["reader_stats"]["p99"]["median"], _median_of(solo_r, "p99"))
+    cell["p999_ratio"] = _ratio(cell["reader_stats"]["p99.9"]["median"], _median_of(solo_r, "p99.9"))
+    cell["bw_share"] = _ratio(cell["antagonist_bw"]["median"], _median_of(solo_a, "bw_bytes"))
+    if cell["p99_ratio"] is None or cell["bw_share"] is None:
+        cell["met"] = None
+    else:
+        cell["met"] = cell["p99_ratio"] <= p99_ratio_target and cell["bw_share"] >= bw_share_target
+    return cell
+
+
+# ---------------------------------------------------------------------------------------------- formatting
+
+def fmt_latency(ns):
+    """146000 -> '146 µs', 7960000 -> '7.96 ms', None -> '—'."""
+    if _num(ns) is None:
+        return DASH
+    if round(ns / 1e3) < 1000:
+        return "%.0f \u00b5s" % (ns / 1e3)
+    return "%.2f ms" % (ns / 1e6)
+
+
+def _fmt(value, pattern, scale=1.0):
+    return DASH if _num(value) is None else pattern % (value * scale)
+
+
+def _fmt_met(met):
+    return DASH if met is None else ("yes" if met else "no")
+
+
+def _label(results, config):
+    label = _dict(results.get("config_labels")).get(config)
+    return label if isinstance(label, str) and label else config
+
+
+def _meta_line(results):
+    meta = _dict(results.get("meta"))
+
+    def get(key):
+        value = meta.get(key)
+        return DASH if value is None or value == "" else str(value)
+
+    parts = ["guest %s" % get("guest"), "kernel %s" % get("kernel"), "fio %s" % get("fio"),
+             "%s s per run" % get("seconds"), "%s repeats" % get("repeats"), "accel %s" % get("accel")]
+    if meta.get("device"):
+        parts.append("device %s" % meta["device"])
+    if meta.get("date"):
+        parts.append(str(meta["date"]))
+    return " \u00b7 ".join(parts)
+
+
+def _solo_table(results, summary):
+    header = ["solo job", "kind", "config", "n", "IOPS", "MB/s", "p50", "p99", "p99.9", "p99 spread", "MB/s spread"]
+    rows = []
+    for kind, jobs in (("reader", summary["solo"]["readers"]), ("antagonist", summary["solo"]["antagonists"])):
+        for name, job in jobs.items():
+            if not job:
+                rows.append([name, kind] + [DASH] * (len(header) - 2))
+                continue
+            rows.append([name, kind, _label(results, job["config"]), str(job["n"]),
+                         _fmt(job["iops"]["median"], "%.0f"), _fmt(job["bw_bytes"]["median"], "%.0f", 1e-6),
+                         fmt_latency(job["p50"]["median"]), fmt_latency(job["p99"]["median"]),
+                         fmt_latency(job["p99.9"]["median"]), _fmt(job["p99"]["spread"], "%.1f%%", 100),
+                         _fmt(job["bw_bytes"]["spread"], "%.1f%%", 100)])
+    return header, rows
+
+
+def _reader_table(results, summary, reader):
+    header = ["config", "antagonist", "n", "reader IOPS", "p50", "p99", "p99.9", "p99 spread", "p99 / solo",
+              "antagonist MB/s", "antagonist share of solo", "inference io some", "vrate mean", "target met"]
+    rows = []
+    for cell in _cells_for(summary, reader):
+        rd = cell["reader_stats"]
+        some = _dict(cell["pressure"].get(READER_SLICE)).get("some")
+        rows.append([_label(results, cell["config"]), cell["antagonist"], str(cell["n"]),
+                     _fmt(rd["iops"]["median"], "%.0f"), fmt_latency(rd["p50"]["median"]),
+                     fmt_latency(rd["p99"]["median"]), fmt_latency(rd["p99.9"]["median"]),
+                     _fmt(rd["p99"]["spread"], "%.1f%%", 100), _fmt(cell["p99_ratio"], "%.2f" + TIMES),
+                     _fmt(cell["antagonist_bw"]["median"], "%.0f", 1e-6), _fmt(cell["bw_share"], "%.0f%%", 100),
+                     _fmt(some, "%.1f%%"), _fmt(cell["vrate_mean"], "%.0f%%"), _fmt_met(cell["met"])])
+    return header, rows
+
+
+def _cells_for(summary, reader, antagonist=None):
+    return [c for c in summary["cells"] if c["reader"] == reader and (antagonist is None or c["antagonist"] == antagonist)]
+
+
+def _readers(summary):
+    """Readers in presentation order: those with a solo entry, then any that only have contended cells."""
+    order = list(summary["solo"]["readers"])
+    for cell in summary["cells"]:
+        if cell["reader"] not in order:
+            order.append(cell["reader"])
+    return order
+
+
+def _target_line(summary):
+    t = summary["targets"]
+    return ("Target: reader p99 \u2264 %.2g%s its solo p99 and antagonist bandwidth \u2265 %.0f%% of its solo bandwidth "
+            "(medians over the repeats; spread = (max \u2212 min) / median)." % (t["p99_ratio"], TIMES, 100 * t["bw_share"]))
+
+
+def _md_cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header, rows):
+    lines = ["| " + " | ".join(_md_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _reader_title(results, summary, reader):
+    job = summary["solo"]["readers"].get(reader)
+    if not job:
+        return "Reader %s (no solo run)" % reader
+    return "Reader %s (solo p99 %s in %s)" % (reader, fmt_latency(job["p99"]["median"]), _label(results, job["config"]))
+
+
+def markdown(results, summary):
+    """The report as GitHub Markdown: meta line, solo table, one table per reader, the target."""
+    lines = ["## I/O isolation benchmark", "", _meta_line(results), "", "### Solo runs", ""]
+    lines += _md_table(*_solo_table(results, summary))
+    for reader in _readers(summary):
+        lines += ["", "### " + _reader_title(results, summary, reader), ""]
+        lines += _md_table(*_reader_table(results, summary, reader))
+    lines += ["", _target_line(summary)]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- plots
+
+def _nines(pct):
+    return -math.log10(1.0 - pct / 100.0)
+
+
+def _curve(percentiles):
+    """(x on the nines scale, y in µs) of a {"%f" percentile: ns} dict, skipping p >= 100 and y <= 0."""
+    xs, ys = [], []
+    for key, ns in percentiles.items():
+        pct = float(key)
+        if 0 <= pct < 100 and _num(ns) is not None and ns > 0:
+            xs.append(_nines(pct))
+            ys.append(ns / 1e3)
+    return xs, ys
+
+
+def _png(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def _safe(name):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def _latency_figure(results, summary, reader, antagonists, configs, Figure):
+    fig = Figure(figsize=FIGSIZE, dpi=DPI)
+    axes = fig.subplots(1, len(antagonists), sharey=True, squeeze=False)[0]
+    solo = summary["solo"]["readers"].get(reader)
+    for ax, antagonist in zip(axes, antagonists):
+        drawn = False
+        for i, config in enumerate(configs):
+            for cell in _cells_for(summary, reader, antagonist):
+                if cell["config"] == config:
+                    xs, ys = _curve(cell["reader_percentiles"])
+                    if xs:
+                        ax.plot(xs, ys, marker=".", color="C%d" % i, label=_label(results, config))
+                        drawn = True
+        if solo:
+            xs, ys = _curve(solo["percentiles"])
+            if xs:
+                ax.plot(xs, ys, linestyle="--", color="black", label="solo (%s)" % _label(results, solo["config"]))
+                drawn = True
+        if drawn:
+            ax.set_yscale("log")
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([_nines(p) for p in NINES])
+        ax.set_xticklabels(["%g" % p for p in NINES])
+        ax.set_xlim(0, _nines(NINES[-1]) * 1.05)
+        ax.set_title("vs %s" % antagonist)
+        ax.set_xlabel("percentile")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("%s clat (\u00b5s)" % reader)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize="small")
+    fig.suptitle("Reader %s: completion latency percentiles" % reader)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _bars(ax, results, summary, reader, antagonists, configs, key, scale, target, ylabel):
+    width = 0.8 / max(len(configs), 1)
+    for i, config in enumerate(configs):
+        xs, hs = [], []
+        for j, antagonist in enumerate(antagonists):
+            for cell in _cells_for(summary, reader, antagonist):
+                if cell["config"] == config and cell[key] is not None:
+                    xs.append(j - 0.4 + width * (i + 0.5))
+                    hs.append(cell[key] * scale)
+        if xs:
+            ax.bar(xs, hs, width=width, color="C%d" % i, label=_label(results, config))
+    ax.axhline(target, color="black", linestyle="--", linewidth=1, label="target")
+    ax.set_xticks(range(len(antagonists)))
+    ax.set_xticklabels(antagonists)
+    ax.set_xlim(-0.5, len(antagonists) - 0.5)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def _throughput_figure(results, summary, reader, antagonists, configs, Figure):
+    fig = Figure(figsize=FIGSIZE, dpi=DPI)
+    left, right = fig.subplots(1, 2)
+    t = summary["targets"]
+    _bars(left, results, summary, reader, antagonists, configs, "bw_share", 100, 100 * t["bw_share"],
+          "antagonist bandwidth (% of solo)")
+    left.set_title("Antagonist throughput kept")
+    _bars(right, results, summary, reader, antagonists, configs, "p99_ratio", 1, t["p99_ratio"],
+          "reader p99 (%s solo)" % TIMES)
+    right.set_title("Reader %s p99 inflation" % reader)
+    left.legend(fontsize="small")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plots(results, summary):
+    """{"latency-<reader>": PNG bytes, "throughput-<reader>": PNG bytes} for each reader with contended cells."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    from matplotlib.figure import Figure
+
+    runs = _runs(results)
+    configs = _order(results, "configs", "config", runs)
+    antagonist_order = _order(results, "antagonists", "antagonist", runs)
+    images = {}
+    for reader in _readers(summary):
+        cells = _cells_for(summary, reader)
+        antagonists = [a for a in antagonist_order if any(c["antagonist"] == a for c in cells)]
+        if not antagonists:
+            continue
+        images["latency-" + _safe(reader)] = _latency_figure(results, summary, reader, antagonists, configs, Figure)
+        images["throughput-" + _safe(reader)] = _throughput_figure(results, summary, reader, antagonists, configs,
+                                                                   Figure)
+    return images
+
+
+# ---------------------------------------------------------------------------------------------- html
+
+def _html_table(header, rows):
+    esc = htmlmod.escape
+    out = ["<table>", "<thead><tr>" + "".join("<th>%s</th>" % esc(str(h)) for h in header) + "</tr></thead>", "<tbody>"]
+    out += ["<tr>" + "".join("<td>%s</td>" % esc(str(c)) for c in row) + "</tr>" for row in rows]
+    out += ["</tbody>", "</table>"]
+    return "\n".join(out)
+
+
+STYLE = """body { font-family: sans-serif; margin: 2em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f0f0f0; }
+td:first-child, td:nth-child(2) { text-align: left; }
+img { max-width: 100%; }"""
+
+
+def html(results, summary, images):
+    """A self-contained HTML page: meta, the tables, and the images inlined as data: URIs."""
+    esc = htmlmod.escape
+    title = "I/O isolation benchmark"
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">', "<title>%s</title>" % esc(title),
+             "<style>\n%s\n</style>" % STYLE, "</head>", "<body>", "<h1>%s</h1>" % esc(title),
+             "<p>%s</p>" % esc(_meta_line(results)), "<h2>Solo runs</h2>", _html_table(*_solo_table(results, summary))]
+    shown = set()
+    for reader in _readers(summary):
+        parts += ["<h2>%s</h2>" % esc(_reader_title(results, summary, reader)), _html_table(*_reader_table(results, summary, reader))]
+        for name in ("latency-" + _safe(reader), "throughput-" + _safe(reader)):
+            if name in images:
+                shown.add(name)
+                parts.append(_img(name, images[name]))
+    for name in sorted(set(images) - shown):
+        parts.append(_img(name, images[name]))
+    parts += ["<p>%s</p>" % esc(_target_line(summary)), "</body>", "</html>"]
+    return "\n".join(parts) + "\n"
+
+
+def _img(name, png):
+    data = base64.b64encode(png).decode("ascii")
+    return '<figure><img alt="%s" src="data:image/png;base64,%s"><figcaption>%s</figcaption></figure>' % (
+        htmlmod.escape(name, quote=True), data, htmlmod.escape(name))
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+def write(results, outdir):
+    """Summary, results.json (results + "summary"), results.md, report.html and <name>.png into outdir."""
+    results = dict((k, v) for k, v in results.items() if k != "summary")
+    summary = summarize(results)
+    md = markdown(results, summary)
+    try:
+        images = plots(results, summary)
+    except ImportError:
+        images = {}
+    os.makedirs(outdir, exist_ok=True)
+    files = []
+
+    def put(name, data, mode="w"):
+        path = os.path.join(outdir, name)
+        with open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            f.write(data)
+        files.append(path)
+
+    put("results.json", json.dumps(dict(results, summary=summary), indent=1, ensure_ascii=False) + "\n")
+    put("results.md", md)
+    put("report.html", html(results, summary, images))
+    for name in sorted(images):
+        put(name + ".png", images[name], "wb")
+    return {"summary": summary, "markdown": md, "files": files}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    ap.add_argument("results", help="a results.json written by bench.py or by write()")
+    ap.add_argument("outdir")
+    a = ap.parse_args()
+    with open(a.results, encoding="utf-8") as f:
+        out = write(json.load(f), a.outdir)
+    print(out["markdown"], end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What every benchmark needs from the lab: its VM options, the VM's life, its inventory, and
+ansible-playbook from this virtualenv against the collection in this checkout."""
+
+import contextlib
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAB = [sys.executable if sys.version_info >= (3, 11) else "python3", os.path.join(REPO, "tests", "lab", "lab.py")]
+
+
+def sh(argv, **kw):
+    return subprocess.run(argv, check=True, text=True, **kw)
+
+
+def add_vm_args(ap, guest, name):
+    ap.add_argument("--guest", default=guest)
+    ap.add_argument("--name", default=name)
+    ap.add_argument("--reuse", action="store_true", help="use a running VM of that name")
+    ap.add_argument("--keep", action="store_true", help="leave the VM running")
+
+
+@contextlib.contextmanager
+def vm(a):
+    """The benchmark's VM from the options of add_vm_args: booted (after removing a stale one of that
+    name) unless --reuse, shut down and its disks removed afterwards unless --keep."""
+    if not a.reuse:
+        sh(LAB + ["down", a.name, "--purge"], capture_output=True)
+        sh(LAB + ["up", a.guest, "--name", a.name, "--boot-attempts", "2"])
+    try:
+        yield a.name
+    finally:
+        if not a.keep:
+            sh(LAB + ["down", a.name, "--purge"], capture_output=True)
+
+
+def write_inventory(name, path):
+    """lab.py's inventory of the VM (its SSH port changes with every boot)."""
+    with open(path, "w") as f:
+        f.write(sh(LAB + ["inventory", name], capture_output=True).stdout)
+
+
+def ansible_playbook(inventories, playbook, extra_vars):
+    """ansible-playbook argv and environment: this virtualenv's, with this checkout as the collection."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    coll = os.path.join(REPO, ".cache", "collections")
+    env["ANSIBLE_COLLECTIONS_PATH"] = coll + os.pathsep + env.get("ANSIBLE_COLLECTIONS_PATH", "")
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook")]
+    for inv in inventories:
+        argv += ["-i", inv]
+    argv += [playbook]
+    for extra in extra_vars:
+        argv += ["-e", extra]
+    return argv, env
