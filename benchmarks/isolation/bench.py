@@ -8,10 +8,15 @@ every reader profile against every antagonist, plus each job alone under the fir
 (the reference for "solo"). Configurations, in this order per repeat:
 
   none              no isolation: purge.yml, then a reboot (sysctls and the like return only then)
-  iocost_default    iocost_default.yml: iocost with the kernel's model class, weights 1000:100
   roles             site.yml: io_baseline + inference + training with their defaults
-  roles_calibrated  site.yml with the model and QoS from the calibration role (lab-nvme-a, same
-                    hardware class, calibrated once per benchmark into <out>/calibration-db)
+  roles_calibrated  site.yml with the model from the calibration role (lab-nvme-a, same hardware
+                    class, calibrated once per benchmark into <out>/calibration-db)
+  iocost_default    iocost_default.yml: iocost with the kernel's model class, weights 1000:100
+
+The order matters: with the kernel's QoS (ctrl=auto) iocost steps its class up to ssd_fast once
+vrate stays above 500% for 10 s, and a user QoS written later keeps that class. The roles write
+their QoS right after the reboot, as on a freshly booted host, so they run with the class the
+kernel picks first (ssd_dfl); iocost_default, last, gets to step.
 
 Writes results.json, results.md, report.html and the plots under --out (report.py).
 
@@ -33,7 +38,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import report  # noqa: E402  pylint: disable=wrong-import-position
 from labvm import LAB, add_vm_args, ansible_playbook, sh, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
 
-CONFIGS = ("none", "iocost_default", "roles", "roles_calibrated")
+CONFIGS = ("none", "roles", "roles_calibrated", "iocost_default")
 LABELS = {"none": "no isolation", "iocost_default": "iocost, kernel model, weights 1000:100",
           "roles": "roles, defaults", "roles_calibrated": "roles + calibrated model"}
 READERS = ("randread4k", "seqread128k")
@@ -65,7 +70,7 @@ class Lab:
             # base64: lab.py ssh hands the words to the guest's shell, which would eat JSON's quotes.
             arg = base64.b64encode(json.dumps(spec).encode()).decode()
             res = subprocess.run(LAB + ["ssh", self.name, "--", "python3", "-", action, arg],
-                                 stdin=script, capture_output=True, text=True)
+                                 stdin=script, capture_output=True, text=True, check=False)
         if res.returncode != 0:
             raise SystemExit("guest.py %s failed (rc %d): %s" % (action, res.returncode, res.stderr.strip()[-2000:]))
         return json.loads(res.stdout.strip().splitlines()[-1])
@@ -73,7 +78,7 @@ class Lab:
     def playbook(self, path, extra=None):
         argv, env = ansible_playbook(self.inventory, path, [json.dumps(extra or {})])
         t0 = time.time()
-        res = subprocess.run(argv, env=env, capture_output=True, text=True)
+        res = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         log = os.path.join(self.out, "ansible.log")
         with open(log, "a") as f:
             f.write("$ %s\n%s\n%s\n" % (" ".join(argv), res.stdout, res.stderr))

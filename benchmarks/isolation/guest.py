@@ -43,7 +43,7 @@ PROFILES = {
 
 
 def run(argv, check=True):
-    res = subprocess.run(argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    res = subprocess.run(argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     if check and res.returncode != 0:
         raise SystemExit("%s: rc %d: %s" % (" ".join(argv), res.returncode, res.stderr.strip()))
     return res
@@ -62,8 +62,7 @@ def disk_of(serial):
 
 
 def prepare(spec):
-    name, _ = disk_of(spec["serial"])
-    dev = "/dev/" + name
+    dev = "/dev/" + disk_of(spec["serial"])[0]
     mnt = spec["mount"]
     os.makedirs(mnt, exist_ok=True)
     if not os.path.ismount(mnt):
@@ -98,7 +97,7 @@ def pressure_total(slice_):
         return None
     out = {}
     for line in text.splitlines():
-        kind, _, rest = line.partition(" ")
+        kind, rest = (line.split(" ", 1) + [""])[:2]
         fields = dict(kv.split("=", 1) for kv in rest.split())
         out[kind] = int(fields["total"])
     return out
@@ -192,12 +191,12 @@ def cell(spec, c, index, majmin):
     deadline = t0 + spec["seconds"] + spec["ramp"] + 60
     measuring_from = t0 + spec["ramp"] + 0.5
     while True:
-        states = dict((role, unit_state(u)) for role, (u, _) in jobs.items())
+        states = dict((role, unit_state(job[0])) for role, job in jobs.items())
         if all(s in ("inactive", "failed") for s in states.values()):
             break
         if time.monotonic() > deadline:
-            for u, _ in jobs.values():
-                run(["systemctl", "stop", u], check=False)
+            for job in jobs.values():
+                run(["systemctl", "stop", job[0]], check=False)
             raise SystemExit("cell %s did not end within %d s" % (c, deadline - t0))
         if time.monotonic() >= measuring_from and majmin:
             v = vrate(majmin)
@@ -223,7 +222,7 @@ def cell(spec, c, index, majmin):
 
 
 def cells(spec):
-    _, majmin = disk_of(spec["serial"])
+    majmin = disk_of(spec["serial"])[1]
     out = {"settings": settings(majmin), "kernel": os.uname().release,
            "fio": run(["fio", "--version"]).stdout.strip(), "cells": []}
     for i, c in enumerate(spec["cells"]):

@@ -95,12 +95,14 @@ def _calibration_entry(identity, calibration):
     return None, None
 
 
-def iocost_plan(disks, models=None, calibration=None, qos=None):
+def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=False):
     """The ``iocost`` module's ``devices`` for the disks, and where each model came from.
 
     Model, in order: ``models`` (keyed by any identity form of the disk), a ``calibration`` entry
     (``{model, firmware, capacity_bytes, iocost_model, qos}``), else the kernel's class (``ctrl: auto``).
-    A calibration entry's QoS wins over the common ``qos``. Returns
+    QoS: the common ``qos``; a calibration entry's own QoS only with ``calibration_qos`` (it marks
+    where the device saturates, far above what a latency-sensitive reader tolerates: the isolation
+    benchmark measured no protection with it). Returns
     ``{devices: [{device, model, qos}], sources: {selector: explicit|calibration|kernel}, warnings: []}``.
     """
     out = {"devices": [], "sources": {}, "warnings": []}
@@ -117,7 +119,8 @@ def iocost_plan(disks, models=None, calibration=None, qos=None):
                 out["warnings"].append(warning)
             if entry:
                 model, source = entry.get("iocost_model"), "calibration"
-                disk_qos = entry.get("qos") or qos
+                if calibration_qos:
+                    disk_qos = entry.get("qos") or qos
         selector = stable_selector(identity)
         item = {"device": selector, "model": model or {"ctrl": "auto"}}
         if disk_qos:

@@ -70,9 +70,20 @@ def test_model_sources_in_order():
     # nvme0n1: calibration (model, firmware, capacity); nvme1n1: another capacity -> kernel; vda: explicit
     assert plan["sources"] == {WWID_A: "calibration", "lab-nvme-b": "kernel", "lab-root": "explicit"}
     a, b, v = plan["devices"]
-    assert a == {"device": WWID_A, "model": CAL["iocost_model"], "qos": CAL["qos"]}
+    # The QoS is the common one for every disk: a calibration entry gives the model only.
+    assert a == {"device": WWID_A, "model": CAL["iocost_model"], "qos": QOS}
     assert b == {"device": "lab-nvme-b", "model": {"ctrl": "auto"}, "qos": QOS}
     assert v["model"] == MODEL and plan["warnings"] == []
+
+
+def test_calibration_qos_only_when_asked_for():
+    disks = [FACTS["devices"]["nvme0n1"], FACTS["devices"]["nvme1n1"]]
+    a, b = f.iocost_plan(disks, {}, [CAL], QOS, True)["devices"]
+    assert a["qos"] == CAL["qos"] and a["qos"]["rlat"] == 1500
+    assert b["qos"] == QOS                   # no entry for that capacity: the common QoS
+    # An entry without a QoS (measure_qos: false) falls back to the common one.
+    a, = f.iocost_plan(disks[:1], {}, [dict(CAL, qos=None)], QOS, True)["devices"]
+    assert a["qos"] == QOS
 
 
 def test_calibration_of_another_firmware_is_used_with_a_warning():

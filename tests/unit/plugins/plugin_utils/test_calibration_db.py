@@ -156,9 +156,12 @@ def test_the_entry_feeds_the_io_baseline_plan():
     entry = db.merge_results(results(3))
     disk = {"identity": {"name": "nvme0n1", "serial": "lab-nvme-a", "model": "QEMU NVMe Ctrl", "firmware": "7.2.22",
                          "size_bytes": 1073741824}}
-    out = plan.iocost_plan([disk], calibration=[json.loads(json.dumps(entry))])
+    out = plan.iocost_plan([disk], calibration=[json.loads(json.dumps(entry))], qos={"rpct": 95, "rlat": 2000})
     assert out["sources"] == {"lab-nvme-a": "calibration"}
-    assert out["devices"] == [{"device": "lab-nvme-a", "model": entry["iocost_model"], "qos": entry["qos"]}]
+    # The model only: the QoS stays the plan's own unless the entry's is asked for.
+    assert out["devices"] == [{"device": "lab-nvme-a", "model": entry["iocost_model"], "qos": {"rpct": 95, "rlat": 2000}}]
+    out = plan.iocost_plan([disk], calibration=[entry], qos={"rpct": 95, "rlat": 2000}, calibration_qos=True)
+    assert out["devices"][0]["qos"] == entry["qos"]
     other = dict(disk, identity=dict(disk["identity"], size_bytes=2147483648))
     assert plan.iocost_plan([other], calibration=[entry])["sources"] == {"lab-nvme-a": "kernel"}
 
