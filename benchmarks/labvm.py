@@ -3,7 +3,10 @@
 """What every benchmark needs from the lab: its VM options, the VM's life, its inventory, and
 ansible-playbook from this virtualenv against the collection in this checkout."""
 
+import base64
 import contextlib
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -35,6 +38,32 @@ def vm(a):
     finally:
         if not a.keep:
             sh(LAB + ["down", a.name, "--purge"], capture_output=True)
+
+
+def guest_script(name, script, args):
+    """Run the Python file `script` in the guest with `args`; its last stdout line, parsed as JSON.
+    An argument that is not a str is passed as base64 JSON: lab.py ssh hands the words to the
+    guest's shell, which would eat JSON's quotes."""
+    words = [a if isinstance(a, str) else base64.b64encode(json.dumps(a).encode()).decode() for a in args]
+    with open(script) as stdin:
+        res = subprocess.run(LAB + ["ssh", name, "--", "python3", "-"] + words, stdin=stdin,
+                             capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise SystemExit("%s %s failed (rc %d): %s" % (os.path.basename(script), " ".join(words[:1]), res.returncode,
+                                                       res.stderr.strip()[-2000:]))
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def accel():
+    """What QEMU runs on (tcg or kvm), as the lab's own probe recorded it (lab.py's cache)."""
+    spec = importlib.util.spec_from_file_location("lab", LAB[1])
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+    try:
+        with open(lab.cache_root() / "accel.json") as f:
+            return json.load(f).get("accel")
+    except (OSError, ValueError):
+        return None
 
 
 def write_inventory(name, path):

@@ -22,18 +22,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
-from labvm import LAB, add_vm_args, ansible_playbook, sh, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
+from labvm import add_vm_args, ansible_playbook, guest_script, sh, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
 
 COEFS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
 
 
 def reference(name, runtime):
-    with open(os.path.join(HERE, "reference.py")) as script:
-        t0 = time.time()
-        res = sh(LAB + ["ssh", name, "--", "python3", "-", "lab-nvme-b", str(runtime)], stdin=script,
-                 capture_output=True)
-        wall = time.time() - t0
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    t0 = time.time()
+    out = guest_script(name, os.path.join(HERE, "reference.py"), ["lab-nvme-b", str(runtime)])
+    wall = time.time() - t0
     return {"wall": round(wall, 1), "values": out["values"], "seconds": out["seconds"]}
 
 

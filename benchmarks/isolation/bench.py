@@ -25,7 +25,6 @@ Writes results.json, results.md, report.html and the plots under --out (report.p
 """
 
 import argparse
-import base64
 import json
 import os
 import subprocess
@@ -36,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import report  # noqa: E402  pylint: disable=wrong-import-position
-from labvm import LAB, add_vm_args, ansible_playbook, sh, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
+from labvm import LAB, accel, add_vm_args, ansible_playbook, guest_script, sh, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
 
 CONFIGS = ("none", "roles", "roles_calibrated", "iocost_default")
 LABELS = {"none": "no isolation", "iocost_default": "iocost, kernel model, weights 1000:100",
@@ -50,8 +49,8 @@ FILES = {"reader.dat": 256, "ckpt.dat": 256, "buffered.dat": 256}
 
 
 class Lab:
-    def __init__(self, name, out, verbose):
-        self.name, self.out, self.verbose = name, out, verbose
+    def __init__(self, name, out):
+        self.name, self.out = name, out
         self.inventory = [os.path.join(out, "inventory.yml"), os.path.join(out, "groups.yml")]
 
     def write_inventory(self):
@@ -66,14 +65,7 @@ class Lab:
                     "          - {device: %(c)s, destructive: true}\n" % {"n": self.name, "c": CALIBRATE})
 
     def guest(self, action, spec):
-        with open(os.path.join(HERE, "guest.py")) as script:
-            # base64: lab.py ssh hands the words to the guest's shell, which would eat JSON's quotes.
-            arg = base64.b64encode(json.dumps(spec).encode()).decode()
-            res = subprocess.run(LAB + ["ssh", self.name, "--", "python3", "-", action, arg],
-                                 stdin=script, capture_output=True, text=True, check=False)
-        if res.returncode != 0:
-            raise SystemExit("guest.py %s failed (rc %d): %s" % (action, res.returncode, res.stderr.strip()[-2000:]))
-        return json.loads(res.stdout.strip().splitlines()[-1])
+        return guest_script(self.name, os.path.join(HERE, "guest.py"), [action, spec])
 
     def playbook(self, path, extra=None):
         argv, env = ansible_playbook(self.inventory, path, [json.dumps(extra or {})])
@@ -121,16 +113,6 @@ def calibrate(lab, db):
                               {"io_isolation_calibration_dir": db}), 1)
 
 
-def accel():
-    """What QEMU ran on (tcg or kvm), from the lab's own probe."""
-    root = os.environ.get("IO_ISOLATION_LAB_CACHE") or os.path.expanduser("~/.cache/aiinfra-io_isolation/lab")
-    try:
-        with open(os.path.join(root, "accel.json")) as f:
-            return json.load(f).get("accel")
-    except (OSError, ValueError):
-        return None
-
-
 def cells_for(config, first, readers, antagonists):
     cells = []
     if first:
@@ -149,10 +131,11 @@ def smoke_check(results):
                 st = run.get(role + "_stats") or {}
                 if not st.get("iops") or not (st.get("clat_ns") or {}).get("p99"):
                     problems.append("%s %s: no fio figures (%s)" % (role, run[role], run.get(role + "_error")))
-        if run.get("reader") and run.get("antagonist") and "inference.slice" not in run.get("pressure", {}):
-            problems.append("no io.pressure for inference.slice")
-        if run.get("reader") and run.get("antagonist") and not run.get("vrate"):
-            problems.append("no cost.vrate sampled while iocost was on")
+        if run.get("reader") and run.get("antagonist"):
+            if "inference.slice" not in run.get("pressure", {}):
+                problems.append("no io.pressure for inference.slice")
+            if not run.get("vrate"):
+                problems.append("no cost.vrate sampled while iocost was on")
     st = results["settings"]["roles"]
     if "enable=1" not in (st.get("io.cost.qos") or ""):
         problems.append("the roles did not enable iocost on %s: %s" % (DEVICE, st.get("io.cost.qos")))
@@ -188,7 +171,7 @@ def main():
             raise SystemExit("unknown profile %s" % n)
     os.makedirs(a.out, exist_ok=True)
     db = a.calibration_db or os.path.join(a.out, "calibration-db")
-    lab = Lab(a.name, a.out, a.verbose)
+    lab = Lab(a.name, a.out)
     t_start = time.time()
     results = {"meta": {"guest": a.guest, "seconds": a.seconds, "ramp": a.ramp, "repeats": a.repeats,
                         "device": DEVICE, "roles_vars": a.roles_vars, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},

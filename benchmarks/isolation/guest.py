@@ -103,25 +103,26 @@ def pressure_total(slice_):
     return out
 
 
+def disk_line(path, majmin):
+    """The disk's line of a per-device cgroup file (io.stat, io.cost.*), or None."""
+    for line in (read(path) or "").splitlines():
+        if line.startswith(majmin + " "):
+            return line
+    return None
+
+
 def vrate(majmin):
     """iocost's current base vrate (%) for the disk: root io.stat's cost.vrate, None when off."""
-    for line in (read("/sys/fs/cgroup/io.stat") or "").splitlines():
-        if line.startswith(majmin + " "):
-            for kv in line.split()[1:]:
-                if kv.startswith("cost.vrate="):
-                    return float(kv.split("=", 1)[1])
+    for kv in (disk_line("/sys/fs/cgroup/io.stat", majmin) or "").split()[1:]:
+        if kv.startswith("cost.vrate="):
+            return float(kv.split("=", 1)[1])
     return None
 
 
 def settings(majmin):
     """What isolation is in force: enough to tell the configurations apart in the results."""
-    def line_for(path):
-        for line in (read(path) or "").splitlines():
-            if line.startswith(majmin + " "):
-                return line
-        return None
-    out = {"io.cost.model": line_for("/sys/fs/cgroup/io.cost.model"),
-           "io.cost.qos": line_for("/sys/fs/cgroup/io.cost.qos")}
+    out = {"io.cost.model": disk_line("/sys/fs/cgroup/io.cost.model", majmin),
+           "io.cost.qos": disk_line("/sys/fs/cgroup/io.cost.qos", majmin)}
     for slice_ in SLICES.values():
         base = "/sys/fs/cgroup/" + slice_
         out[slice_] = dict((f, (read(os.path.join(base, f)) or "").strip() or None)
