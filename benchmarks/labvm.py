@@ -16,7 +16,14 @@ LAB = [sys.executable if sys.version_info >= (3, 11) else "python3", os.path.joi
 
 
 def sh(argv, **kw):
-    return subprocess.run(argv, check=True, text=True, **kw)
+    """Run argv; on failure print what it captured (the reason) before raising."""
+    try:
+        return subprocess.run(argv, check=True, text=True, **kw)
+    except subprocess.CalledProcessError as e:
+        for text in (e.stdout, e.stderr):
+            if text:
+                print(text[-6000:], file=sys.stderr, flush=True)
+        raise
 
 
 def add_vm_args(ap, guest, name):

@@ -78,6 +78,7 @@ def main():
     ap.add_argument("--stop-rule", type=json.loads, default=None, help="JSON stop_rule for the module")
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-calibration"))
     a = ap.parse_args()
+    a.out = os.path.abspath(a.out)      # the playbook's copy to localhost needs an absolute path
     os.makedirs(a.out, exist_ok=True)
     with vm(a):
         inventory = os.path.join(a.out, "inventory.yml")

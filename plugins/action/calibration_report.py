@@ -54,6 +54,21 @@ class ReportError(Exception):
     pass
 
 
+def _stops(m, windows):
+    """Where each pass of a measurement stopped on its (passes end to end) time axis, and why."""
+    passes = [p for p in m.get("passes") or [] if isinstance(p, dict) and isinstance(p.get("fio_seconds"), (int, float))]
+    if passes:
+        out, t = [], 0.0
+        for p in passes:
+            t += float(p["fio_seconds"])
+            out.append((t, "%s" % (p.get("stopped") or "stop")))
+        return out
+    stop = m.get("fio_seconds") or m.get("seconds")
+    if stop is None and windows:
+        stop = windows[-1][0]
+    return [] if stop is None else [(float(stop), "%s" % (m.get("stopped") or "stop"))]
+
+
 def _load_matplotlib():
     """Figure and the Agg canvas, imported only when a report is asked for."""
     try:
@@ -149,12 +164,9 @@ def _measurement_figure(results, entry, mpl):
                 ax.plot([e[0] for e in estimates], [e[1] / scale for e in estimates], color=color, linewidth=1.2,
                         linestyle="--", label="run %d estimate" % (run + 1))
                 drawn = True
-            stop = m.get("seconds")
-            if stop is None and windows:
-                stop = windows[-1][0]
-            if stop is not None:
-                ax.axvline(float(stop), color=color, linestyle=":", linewidth=1.2)
-                ax.annotate("%s" % (m.get("stopped") or "stop"), xy=(float(stop), 1.0), xycoords=("data", "axes fraction"),
+            for stop, why in _stops(m, windows):
+                ax.axvline(stop, color=color, linestyle=":", linewidth=1.2)
+                ax.annotate(why, xy=(stop, 1.0), xycoords=("data", "axes fraction"),
                             xytext=(-2, -4), textcoords="offset points", rotation=90, ha="right", va="top",
                             fontsize=8, color=color)
         scale, label = _scale(unit)

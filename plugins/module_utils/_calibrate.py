@@ -418,10 +418,13 @@ def _measure(binary, target, rule, params, big_bs, timings):
     kw = {"numjobs": numjobs}
     if big_bs:
         kw["big_bs"] = big_bs
-    measurements = []
+    runs = dict((m.name, []) for m in fio.MEASUREMENTS)
     t0 = time.time()
-    for m in fio.MEASUREMENTS:
-        measurements.append(fio.run_measurement(binary, m, target.path, target.size_bytes, rule, **kw))
+    # all six, then all six again: each coefficient's passes lie a minute apart (see StopRule)
+    for _pass in range(rule.passes):
+        for m in fio.MEASUREMENTS:
+            runs[m.name].append(fio.run_measurement(binary, m, target.path, target.size_bytes, rule, **kw))
+    measurements = [fio.combine_passes(runs[m.name]) for m in fio.MEASUREMENTS]
     timings["measure"] = round(time.time() - t0, 2)
     model = dict((m["name"], int(m["value"])) for m in measurements)
     out = {"model": model, "measurements": measurements,

@@ -457,6 +457,13 @@ class StopRule:
     ``"max"`` at ``max_seconds`` (fio's runtime) otherwise; ``"ended"`` when fio ended before
     either (see :meth:`end`).
 
+    ``passes`` (default 2) is not used by the rule itself: the calibration runs every measurement
+    that many times, in turn (all six, then all six again), and :func:`combine_passes` merges them.
+    Why: the lab's emulated disk (and a real SSD's garbage collection or a thermal limit) swings over
+    tens of seconds, slower than any stop rule can see inside one run; its one-second windows agree
+    within 2-5% while successive 20-second runs differ by up to 30%. Two shorter runs a minute apart
+    sample two phases of the swing for the time of one long one.
+
     Why the second condition: a cumulative mean moves by about (rate - mean) / n per window, so
     with enough windows it "stops moving" whatever the noise (alternating +-50% windows pass the
     first test after 18 windows), and on the lab's emulated disks the first test alone stopped
@@ -464,9 +471,10 @@ class StopRule:
     correlated over seconds, so the RSE is then optimistic; it is still the better stop.)
     """
 
-    PARAMS = ("ramp_seconds", "windows", "tolerance", "min_seconds", "max_seconds", "max_rse")
+    PARAMS = ("ramp_seconds", "windows", "tolerance", "min_seconds", "max_seconds", "max_rse", "passes")
 
-    def __init__(self, ramp_seconds=2, windows=3, tolerance=0.02, min_seconds=5, max_seconds=20, max_rse=None):
+    def __init__(self, ramp_seconds=2, windows=3, tolerance=0.02, min_seconds=5, max_seconds=8, max_rse=None,
+                 passes=2):
         for name, value in (("ramp_seconds", ramp_seconds), ("tolerance", tolerance),
                             ("min_seconds", min_seconds), ("max_seconds", max_seconds)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
@@ -495,6 +503,9 @@ class StopRule:
         if isinstance(max_rse, bool) or not isinstance(max_rse, (int, float)) or not 0 < max_rse < 1:
             raise ValueError("max_rse is a fraction between 0 and 1 (0.02 = 2%%; default: tolerance), got %r"
                              % (max_rse,))
+        if isinstance(passes, bool) or not isinstance(passes, int) or not 1 <= passes <= 10:
+            raise ValueError("passes must be a whole number from 1 to 10, got %r" % (passes,))
+        self.passes = passes
         self.ramp_seconds = ramp_seconds
         self.window_count = windows
         self.tolerance = tolerance
@@ -518,11 +529,17 @@ class StopRule:
 
     def as_dict(self):
         return {"ramp_seconds": self.ramp_seconds, "windows": self.window_count, "tolerance": self.tolerance,
-                "min_seconds": self.min_seconds, "max_seconds": self.max_seconds, "max_rse": self.max_rse}
+                "min_seconds": self.min_seconds, "max_seconds": self.max_seconds, "max_rse": self.max_rse,
+                "passes": self.passes}
 
     @property
     def estimate(self):
         return self.estimates[-1][1] if self.estimates else None
+
+    @property
+    def post_seconds(self):
+        """Seconds of measurement after the ramp: the weight of this run's estimate."""
+        return self._post_time
 
     def update(self, window):
         """Add a window ``(t_end, rate)``; returns None (go on), "stable" or "max"."""
@@ -750,7 +767,50 @@ def run_measurement(fio, m, target, size_bytes, rule, numjobs=1, big_bs=BIG_BS, 
             "seconds": round(clock() - started, 2), "fio_seconds": round(rule.t, 3),
             "windows": [[round(t, 3), round(r, 1)] for t, r in rule.windows],
             "estimates": [[round(t, 3), round(e, 1)] for t, e in rule.estimates],
-            "spread": rule.spread(), "argv": argv}
+            "spread": rule.spread(), "post_seconds": round(rule.post_seconds, 3), "argv": argv}
+
+
+def combine_passes(runs):
+    """One measurement from its passes (results of :func:`run_measurement`, in the order they ran).
+
+    The value is the mean rate over all post-ramp seconds (each pass weighted by its post-ramp time),
+    the same estimator as within one pass. ``spread.rse`` is the larger of two relative standard
+    errors: of the one-second windows pooled over the passes, and of the pass values themselves
+    (std / sqrt(passes) / mean), which is what shows a swing slower than one pass. ``windows`` and
+    ``estimates`` are laid end to end on one time axis; ``passes`` keeps each pass's own figures.
+    """
+    if not runs:
+        raise ValueError("combine_passes needs at least one pass")
+    first = runs[0]
+    weights = [max(float(r.get("post_seconds") or 0.0), 0.0) for r in runs]
+    values = [float(r["value"]) for r in runs]
+    total = sum(weights)
+    value = sum(v * w for v, w in zip(values, weights)) / total if total > 0 else sum(values) / len(values)
+    windows, estimates, offset, rates = [], [], 0.0, []
+    for r in runs:
+        windows.extend([round(t + offset, 3), w] for t, w in r.get("windows") or [])
+        estimates.extend([round(t + offset, 3), e] for t, e in r.get("estimates") or [])
+        n = (r.get("spread") or {}).get("n") or 0
+        rates.extend(w for _t, w in (r.get("windows") or [])[-n:] if n)
+        offset += float(r.get("fio_seconds") or 0.0)
+    spread = {"rse": None, "cv": None, "n": len(rates), "passes": len(runs), "between_passes": None}
+    if len(rates) >= 2 and sum(rates) > 0:
+        mean = sum(rates) / len(rates)
+        std = math.sqrt(sum((x - mean) ** 2 for x in rates) / (len(rates) - 1))
+        spread.update(rse=round(std / math.sqrt(len(rates)) / mean, 6), cv=round(std / mean, 6))
+    if len(values) >= 2 and sum(values) > 0:
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((x - mean) ** 2 for x in values) / (len(values) - 1))
+        spread["between_passes"] = round(std / math.sqrt(len(values)) / mean, 6)
+        spread["rse"] = max(spread["rse"] or 0.0, spread["between_passes"])
+    return {"name": first["name"], "unit": first["unit"], "value": int(round(value)),
+            "stopped": "/".join(r["stopped"] for r in runs),
+            "seconds": round(sum(r["seconds"] for r in runs), 2),
+            "fio_seconds": round(offset, 3), "windows": windows, "estimates": estimates, "spread": spread,
+            "post_seconds": round(total, 3),
+            "passes": [dict((k, r.get(k)) for k in ("value", "stopped", "seconds", "fio_seconds", "post_seconds",
+                                                    "spread")) for r in runs],
+            "argv": first["argv"]}
 
 
 def _run_to_end(fio_argv, what, target, seconds, popen, clock):

@@ -81,9 +81,13 @@ options:
         O(stop_rule.min_seconds) have passed, the last O(stop_rule.windows) one-second estimates all lie within
         O(stop_rule.tolerance) of their mean, and the relative standard error of the one-second rates after the ramp
         is at most O(stop_rule.max_rse). A measurement that does not become stable stops at O(stop_rule.max_seconds).
-      - The defaults (ramp 2 s, 3 windows, tolerance 0.02, max_rse 0.02, 5 to 20 seconds) suit real disks; a noisy
-        emulated disk runs most measurements to the maximum. The maximum bounds a whole calibration at about
-        2.5 minutes with the default QoS runs, four times less than the reference tool's fixed 12 minutes.
+      - Each measurement runs O(stop_rule.passes) times, in turn with the others (all six, then all six again), and
+        its coefficient is the mean rate over all passes. A disk whose speed swings over tens of seconds (an emulated
+        disk in the host's page cache, garbage collection, a thermal limit) looks stable within one run yet differs
+        between runs; passes a minute apart average two phases of the swing.
+      - The defaults (2 passes of 5 to 8 seconds, ramp 2 s, 3 windows, tolerance 0.02, max_rse 0.02) suit real
+        disks; a noisy emulated disk runs most passes to the maximum. The maximum bounds a whole calibration at
+        about 2.5 minutes with the default QoS runs, four times less than the reference tool's fixed 12 minutes.
     type: dict
     suboptions:
       ramp_seconds:
@@ -99,8 +103,13 @@ options:
         description: The shortest measurement.
         type: float
       max_seconds:
-        description: The longest measurement; a measurement that does not settle stops here.
+        description: The longest pass of a measurement; a pass that does not settle stops here.
         type: float
+      passes:
+        description:
+          - How many times each measurement runs, in turn with the others; V(1) gives one run per coefficient.
+          - RV(spread) then includes the spread between the passes.
+        type: int
       max_rse:
         description:
           - The largest relative standard error of the one-second rates after the ramp (standard deviation / square
@@ -131,8 +140,8 @@ seealso:
   - module: aiinfra.io_isolation.blk_queue
 notes:
   - Run it on a quiet host; any other I/O on the disk ends up in the numbers.
-  - One call takes a few minutes (six measurements of up to O(stop_rule.max_seconds) each, two QoS runs, and the
-    scratch file's creation). Use C(async) in the task on connections that time out.
+  - One call takes a few minutes (six measurements of O(stop_rule.passes) passes of up to O(stop_rule.max_seconds)
+    each, two QoS runs, and the scratch file's creation). Use C(async) in the task on connections that time out.
 """
 
 EXAMPLES = r"""
@@ -182,19 +191,24 @@ qos:
   type: dict
   sample: {rpct: 95.0, rlat: 1250, wpct: 95.0, wlat: 2100, min: 60.0, max: 100.0}
 spread:
-  description: Per coefficient, the relative standard error of its estimate within this run (V(0.012) is 1.2%).
+  description:
+    - Per coefficient, the relative standard error of its estimate within this run (V(0.012) is 1.2%) - the larger
+      of the one over its one-second windows and the one over its passes.
   returned: success, not in check mode
   type: dict
   sample: {rbps: 0.004, rseqiops: 0.012, rrandiops: 0.018, wbps: 0.006, wseqiops: 0.015, wrandiops: 0.02}
 measurements:
   description:
-    - Per coefficient, in measuring order, the value, why it stopped (V(stable), V(max) or V(ended)), its length,
-      the per-second window rates and running estimates (for plots), its spread and the fio argv.
+    - Per coefficient, in measuring order, the value, why each pass stopped (V(stable), V(max) or V(ended), joined
+      by V(/)), its length, the per-second window rates and running estimates (passes end to end, for plots), its
+      spread, each pass's own figures under C(passes), and the fio argv.
   returned: success, not in check mode
   type: list
   elements: dict
   sample: [{name: rbps, unit: bytes, value: 1360000000, stopped: stable, seconds: 7.1, windows: [[3.0, 1.31e9]],
-            estimates: [[3.0, 1.31e9]], spread: {rse: 0.004, cv: 0.01, n: 5}, argv: [fio, --name=aiinfra-rbps]}]
+            estimates: [[3.0, 1.31e9]], spread: {rse: 0.004, cv: 0.01, n: 5, passes: 2, between_passes: 0.003},
+            passes: [{value: 1350000000, stopped: stable, seconds: 6.9, fio_seconds: 5.0, post_seconds: 3.0,
+                      spread: {rse: 0.004, cv: 0.01, n: 3}}], argv: [fio, --name=aiinfra-rbps]}]
 latency:
   description: The QoS runs - random read and random write at 90% of the measured IOPS - with their completion
     latency percentiles in microseconds.
@@ -238,7 +252,8 @@ method:
   description: The stop rule, QoS rule, job count and block size used.
   returned: always
   type: dict
-  sample: {stop_rule: {ramp_seconds: 2, windows: 3, tolerance: 0.02, max_rse: 0.02, min_seconds: 5, max_seconds: 20},
+  sample: {stop_rule: {ramp_seconds: 2, windows: 3, tolerance: 0.02, max_rse: 0.02, min_seconds: 5, max_seconds: 8,
+                       passes: 2},
            numjobs: 1, big_block_size: 134217728, qos_rule: "rlat/wlat = 1.5 x p95 ..."}
 fio_version:
   description: The fio version on the host.
@@ -281,7 +296,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 STOP_RULE = {"ramp_seconds": {"type": "float"}, "windows": {"type": "int"}, "tolerance": {"type": "float"},
-             "min_seconds": {"type": "float"}, "max_seconds": {"type": "float"}, "max_rse": {"type": "float"}}
+             "min_seconds": {"type": "float"}, "max_seconds": {"type": "float"}, "max_rse": {"type": "float"},
+             "passes": {"type": "int", "no_log": False}}  # a count of runs, not a password
 
 
 def main():

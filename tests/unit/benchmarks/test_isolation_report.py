@@ -216,6 +216,11 @@ def test_markdown(results, summary):
     md = report.markdown(results, summary)
     assert md.splitlines()[2] == ("guest debian12 \u00b7 kernel 6.1.0-28-amd64 \u00b7 fio fio-3.33 \u00b7 15 s per run \u00b7 "
                                   "3 repeats \u00b7 accel tcg \u00b7 device lab-nvme-b \u00b7 2026-12-01T14:00:00Z")
+    # an experiment names the variables the roles ran with
+    results["meta"]["roles_vars"] = {"io_baseline_iocost_qos": {"max": 10000, "min": 10}}
+    assert report.markdown(results, summary).splitlines()[2].endswith(
+        "2026-12-01T14:00:00Z \u00b7 roles with `{\"io_baseline_iocost_qos\": {\"max\": 10000, \"min\": 10}}`")
+    del results["meta"]["roles_vars"]
     assert ("| randread4k | reader | no isolation | 3 | 1100 | 5 | 146 \u00b5s | 320 \u00b5s | 1.00 ms | 12.5% | 18.2% |"
             in md)
     assert "| seqwrite1m | antagonist | no isolation | 3 | 477 | 500 | 2.00 ms | 9.00 ms | 20.00 ms | 0.0% | 8.0% |" in md

@@ -207,3 +207,13 @@ def test_in_a_playbook_relative_dest_and_idempotence(tmp_path):
     assert out["first"]["changed"] is True and out["second"]["changed"] is False
     assert out["first"]["path"] == str(tmp_path / "reports" / NAME)
     assert (tmp_path / "reports" / NAME).read_bytes().startswith(b"<!DOCTYPE html>")
+
+
+def test_stop_markers_per_pass_on_the_fio_time_axis():
+    m = {"stopped": "max/stable", "seconds": 20.0, "fio_seconds": 17.0,
+         "passes": [{"stopped": "max", "fio_seconds": 10.0}, {"stopped": "stable", "fio_seconds": 7.0}]}
+    assert report._stops(m, []) == [(10.0, "max"), (17.0, "stable")]
+    # a result from before passes: one marker where fio stopped, else where the windows end
+    assert report._stops({"stopped": "stable", "seconds": 7.4, "fio_seconds": 6.0}, []) == [(6.0, "stable")]
+    assert report._stops({"stopped": None}, [[1.0, 5.0], [2.0, 5.0]]) == [(2.0, "stop")]
+    assert report._stops({}, []) == []

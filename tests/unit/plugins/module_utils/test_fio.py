@@ -408,7 +408,11 @@ def feed(rule, rates, step=1.0, t0=0.0):
     ({"tolerance": 1.5}, "tolerance is a fraction"),
     ({"tolerance": "0.02"}, "tolerance must be a number"),
     ({"min_seconds": 0}, "min_seconds must be more than 0"),
-    ({"min_seconds": 30}, r"max_seconds \(20\) must not be less than min_seconds \(30\)"),
+    ({"min_seconds": 30}, r"max_seconds \(8\) must not be less than min_seconds \(30\)"),
+    ({"passes": 0}, "passes must be a whole number from 1 to 10"),
+    ({"passes": 11}, "passes must be a whole number from 1 to 10"),
+    ({"passes": 1.5}, "passes must be a whole number"),
+    ({"passes": True}, "passes must be a whole number"),
     ({"ramp_seconds": 10, "max_seconds": 10.5, "min_seconds": 5}, "must exceed ramp_seconds"),
     ({"max_seconds": 4000}, "at most 3600"),
     ({"max_seconds": float("nan")}, "max_seconds must be a number"),
@@ -422,13 +426,14 @@ def test_rule_validation(kw, match):
 def test_rule_as_dict_and_fresh():
     r = fio.StopRule(ramp_seconds=1, windows=4, tolerance=0.01, min_seconds=6, max_seconds=30)
     assert r.as_dict() == {"ramp_seconds": 1, "windows": 4, "tolerance": 0.01, "min_seconds": 6, "max_seconds": 30,
-                           "max_rse": 0.01}
+                           "max_rse": 0.01, "passes": 2}
     feed(r, [5.0] * 10)
     f = r.fresh()
     assert f.as_dict() == r.as_dict() and f.windows == [] and f.stopped is None and r.stopped == "stable"
     assert fio.StopRule(max_rse=0.03).as_dict()["max_rse"] == 0.03
     assert fio.StopRule().as_dict() == {"ramp_seconds": 2, "windows": 3, "tolerance": 0.02, "min_seconds": 5,
-                                        "max_seconds": 20, "max_rse": 0.02}
+                                        "max_seconds": 8, "max_rse": 0.02, "passes": 2}
+    assert fio.StopRule(passes=3).fresh().passes == 3
     assert fio.StopRule(**fio.StopRule(tolerance=0.05, max_rse=0.1).as_dict()).max_rse == 0.1
 
 
@@ -437,7 +442,7 @@ def test_rule_noise_free_stops_at_min_seconds():
     assert r.stopped == "stable" and r.t == 5.0 and r.estimate == 1000.0
     assert r.estimates == [[3.0, 1000.0], [4.0, 1000.0], [5.0, 1000.0]]
     assert r.spread() == {"rse": 0.0, "cv": 0.0, "n": 3}
-    r = feed(fio.StopRule(min_seconds=9), [1000.0] * 40)
+    r = feed(fio.StopRule(min_seconds=9, max_seconds=20), [1000.0] * 40)
     assert r.t == 9.0
 
 
@@ -448,7 +453,7 @@ def test_rule_alternating_noise_hits_max():
     sp = r.spread()
     assert sp["n"] == 23 and sp["cv"] == pytest.approx(0.5 * math.sqrt(23 / 22.0) * 1000 / r.estimate, rel=0.05)
     # a wide tolerance accepts the same noise
-    assert feed(fio.StopRule(tolerance=0.2), [1500.0, 500.0] * 40).stopped == "stable"
+    assert feed(fio.StopRule(tolerance=0.2, max_seconds=25), [1500.0, 500.0] * 40).stopped == "stable"
     # the estimates alone (no bound on the standard error) "stop moving" after 18 post-ramp windows
     r = feed(fio.StopRule(max_rse=0.99, max_seconds=25), [1500.0, 500.0] * 40)
     assert r.stopped == "stable" and r.t == 20.0 and len(r.estimates) == 18
@@ -767,10 +772,10 @@ def test_run_measurement_replay_stops_on_the_rule(fake):
     res = fio.run_measurement("fio", RRAND, "/dev/nvme1n1", 1 << 29, fio.StopRule(tolerance=0.05), popen=popen)
     assert res["value"] == 19050 and res["stopped"] == "stable"
     assert res["name"] == "rrandiops" and res["unit"] == "iops"
-    assert res["argv"] == fio.measurement_argv("fio", RRAND, "/dev/nvme1n1", 1 << 29, 22)
+    assert res["argv"] == fio.measurement_argv("fio", RRAND, "/dev/nvme1n1", 1 << 29, 10)
     assert [w[0] for w in res["windows"]] == [0.878, 1.878, 2.879, 3.885, 4.885, 5.886]
     assert res["estimates"][-1] == [5.886, round(76351 / 4.008, 1)]
-    assert res["spread"]["n"] == 4 and 0 < res["spread"]["rse"] < 0.05
+    assert res["spread"]["n"] == 4 and 0 < res["spread"]["rse"] < 0.05 and res["post_seconds"] == 4.008
     ev = fake.events()
     assert ev[0]["argv"] == res["argv"] and ev[0]["LANG"] == "C" and ev[0]["LC_ALL"] == "C"
     # the replay printed all 7 objects within ~0.1 s, so fio may have ended first; either way it is reaped
@@ -924,3 +929,53 @@ def test_run_qos_failures(fake, monkeypatch):
     monkeypatch.setattr(fio, "STARTUP_GRACE", 0.3)
     with pytest.raises(fio.FioError, match="no result after"):
         fio.run_qos("fio", "/x", 1 << 29, 100, 100, seconds=0.2, popen=fake(hang=True))
+
+
+def _pass(value, post, windows, fio_seconds, stopped="max", n=None):
+    return {"name": "wbps", "unit": "bytes", "value": value, "stopped": stopped, "seconds": fio_seconds + 1.5,
+            "fio_seconds": fio_seconds, "post_seconds": post, "windows": windows,
+            "estimates": [[t, value] for t, _r in windows[-(n or len(windows)):]],
+            "spread": {"rse": 0.01, "cv": 0.02, "n": n or len(windows)}, "argv": ["fio", "--name=aiinfra-wbps"]}
+
+
+def test_combine_passes_weights_by_post_ramp_time():
+    a = _pass(1000, 8.0, [[1.0, 900.0], [2.0, 950.0], [3.0, 1000.0], [10.0, 1000.0]], 10.0, n=2)
+    b = _pass(700, 2.0, [[1.0, 600.0], [3.0, 700.0], [4.0, 700.0]], 4.0, stopped="stable", n=2)
+    c = fio.combine_passes([a, b])
+    assert c["value"] == round((1000 * 8 + 700 * 2) / 10.0) == 940
+    assert c["stopped"] == "max/stable" and c["seconds"] == 11.5 + 5.5 and c["fio_seconds"] == 14.0
+    assert c["post_seconds"] == 10.0 and c["argv"] == a["argv"] and c["name"] == "wbps" and c["unit"] == "bytes"
+    # the second pass's windows continue the time axis where the first ended
+    assert c["windows"] == [[1.0, 900.0], [2.0, 950.0], [3.0, 1000.0], [10.0, 1000.0], [11.0, 600.0],
+                            [13.0, 700.0], [14.0, 700.0]]
+    assert c["estimates"][-1] == [14.0, 700]
+    assert [p["value"] for p in c["passes"]] == [1000, 700] and c["passes"][1]["stopped"] == "stable"
+    # pooled post-ramp windows 1000 1000 700 700: std 173.2, rse = 173.2 / 2 / 850 = 0.1019;
+    # between passes 1000 / 700: std 212.1, rse = 212.1 / sqrt(2) / 850 = 0.1765 - the larger one counts
+    s = c["spread"]
+    assert s["n"] == 4 and s["passes"] == 2
+    assert s["cv"] == pytest.approx(173.205 / 850, abs=1e-4)
+    assert s["between_passes"] == pytest.approx(0.176471, abs=1e-5) and s["rse"] == s["between_passes"]
+
+
+def test_combine_passes_one_pass_and_equal_passes():
+    a = _pass(500, 3.0, [[1.0, 400.0], [3.0, 500.0], [4.0, 500.0], [5.0, 500.0]], 5.0, stopped="stable", n=3)
+    one = fio.combine_passes([a])
+    assert one["value"] == 500 and one["stopped"] == "stable" and one["spread"]["between_passes"] is None
+    assert one["spread"]["rse"] == 0.0 and one["windows"] == a["windows"]
+    two = fio.combine_passes([a, dict(a)])
+    assert two["value"] == 500 and two["spread"]["between_passes"] == 0.0 and two["spread"]["n"] == 6
+    # passes without post-ramp time (fio ended early) still average, unweighted
+    z = fio.combine_passes([_pass(100, 0.0, [], 0.0), _pass(300, 0.0, [], 0.0)])
+    assert z["value"] == 200 and z["spread"]["cv"] is None and z["spread"]["between_passes"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="at least one pass"):
+        fio.combine_passes([])
+
+
+@given(st.lists(st.tuples(st.floats(1, 1e10), st.floats(0.5, 30)), min_size=1, max_size=6))
+def test_combine_passes_value_lies_between_the_passes(passes):
+    runs = [_pass(int(round(v)), w, [[1.0, v], [2.0, v]], 2.0, n=1) for v, w in passes]
+    c = fio.combine_passes(runs)
+    values = [r["value"] for r in runs]
+    assert min(values) - 1 <= c["value"] <= max(values) + 1
+    assert (c["spread"]["rse"] is None) == (len(runs) == 1) and len(c["passes"]) == len(runs) and len(c["windows"]) == 2 * len(runs)

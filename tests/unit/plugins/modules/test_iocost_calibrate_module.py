@@ -25,10 +25,12 @@ def lab(tmp_path, monkeypatch, run_module):
     monkeypatch.setattr(targets, "remove_scratch", lambda path: lab.events.append(("remove", path)))
 
     def measurement(binary, m, path, size, rule, **kw):
+        # passes alternate 2% above and below the model, so their weighted mean is the model
+        value = MODEL[m.name] * (1.02 if sum(c[0] == m.name for c in lab.fio_calls) % 2 == 0 else 0.98)
         lab.fio_calls.append((m.name, path, kw, rule.as_dict()))
-        return {"name": m.name, "unit": m.unit, "value": MODEL[m.name], "stopped": "stable", "seconds": 6.1,
-                "windows": [[3.0, MODEL[m.name]]], "estimates": [[3.0, MODEL[m.name]]],
-                "spread": {"rse": 0.01, "cv": 0.02, "n": 4}, "argv": ["fio", "--name=aiinfra-" + m.name]}
+        return {"name": m.name, "unit": m.unit, "value": int(round(value)), "stopped": "stable", "seconds": 6.1,
+                "fio_seconds": 5.0, "post_seconds": 3.0, "windows": [[3.0, value]], "estimates": [[3.0, value]],
+                "spread": {"rse": 0.01, "cv": 0.02, "n": 1}, "argv": ["fio", "--name=aiinfra-" + m.name]}
 
     def qos(binary, path, size, rrandiops, wrandiops, seconds=8, rotational=False):
         lab.fio_calls.append(("qos", rrandiops, wrandiops, seconds, rotational))
@@ -45,13 +47,28 @@ def test_a_scratch_file_calibration(lab):
     result = lab.module(filesystem="/srv/calib", scratch_size="256M", stop_rule={"max_seconds": 8})
     assert not result.get("failed"), result
     assert result["model"] == MODEL and result["changed"] is False
-    assert [c[0] for c in lab.fio_calls] == ["rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops", "qos"]
+    # two passes, in turn: all six, then all six again
+    six = ["rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops"]
+    assert [c[0] for c in lab.fio_calls] == six + six + ["qos"]
     assert lab.fio_calls[0][3]["max_seconds"] == 8 and lab.fio_calls[0][2] == {"numjobs": 1, "big_bs": 134217728}
+    rbps = result["measurements"][0]
+    assert rbps["stopped"] == "stable/stable" and [p["value"] for p in rbps["passes"]] == [
+        round(MODEL["rbps"] * 1.02), round(MODEL["rbps"] * 0.98)]
+    assert rbps["windows"] == [[3.0, MODEL["rbps"] * 1.02], [8.0, MODEL["rbps"] * 0.98]]
     assert lab.fio_calls[-1][1:] == (38000, 33000, 8, False)
     # 1.5 x p95, rounded up to 50 us
     assert result["qos"] == {"rpct": 95.0, "rlat": 1200, "wpct": 95.0, "wlat": 2100, "min": 60.0, "max": 100.0}
-    assert result["spread"]["rbps"] == 0.01 and result["fio_version"] == "3.39"
+    # the passes' spread (std 2.83% / sqrt(2 passes) = 2%) outweighs the windows'
+    assert result["spread"]["rbps"] == pytest.approx(0.02, abs=1e-5) and result["fio_version"] == "3.39"
     assert lab.state() == BEFORE and lab.journals() == []
+
+
+def test_one_pass_runs_each_measurement_once(lab):
+    result = lab.module(filesystem="/srv/calib", scratch_size="256M", stop_rule={"passes": 1})
+    assert not result.get("failed"), result
+    assert [c[0] for c in lab.fio_calls][:-1] == ["rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops"]
+    assert result["model"]["rbps"] == round(MODEL["rbps"] * 1.02) and result["method"]["stop_rule"]["passes"] == 1
+    assert result["measurements"][0]["spread"]["between_passes"] is None
 
 
 def test_check_mode_measures_nothing(lab):
@@ -75,6 +92,7 @@ def test_fio_failure_is_a_clean_failure(lab, monkeypatch):
     ({}, "one of the following is required: device, filesystem"),
     ({"filesystem": "/srv/calib", "scratch_size": "ten"}, "scratch_size: size: 'ten' is not a size"),
     ({"filesystem": "/srv/calib", "stop_rule": {"windows": 0}}, "stop_rule:"),
+    ({"filesystem": "/srv/calib", "stop_rule": {"passes": 0}}, "stop_rule: passes must be a whole number from 1 to 10"),
     ({"filesystem": "/srv/calib", "numjobs": 0}, "numjobs must be at least 1"),
 ])
 def test_bad_input_fails_before_any_write(lab, args, needle):
