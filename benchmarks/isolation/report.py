@@ -242,6 +242,9 @@ def _meta_line(results):
         parts.append("device %s" % meta["device"])
     if meta.get("date"):
         parts.append(str(meta["date"]))
+    if meta.get("roles_vars"):
+        # an experiment: the roles ran with these variables instead of their defaults
+        parts.append("roles with `%s`" % json.dumps(meta["roles_vars"], sort_keys=True))
     return " \u00b7 ".join(parts)
 
 
