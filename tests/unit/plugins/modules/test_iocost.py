@@ -258,3 +258,13 @@ def test_bad_multi_disk_requests_write_nothing(lab, args, words):
     result = lab.run(**args)
     assert result["failed"] and words in result["msg"], result["msg"]
     assert lab.sim.writes == [] and etc_files(lab) == []
+
+
+def test_default_qos_with_the_kernel_bound_reads_back_and_is_idempotent(lab):
+    qos = {"rpct": 95, "rlat": 2000, "wpct": 95, "wlat": 10000, "min": 10, "max": 10000}
+    first = lab.run(device="lab-nvme-b", qos=qos)
+    assert not first.get("failed"), first
+    assert first["changed"] and first["qos"]["max"] == "10000.00" and first["qos"]["min"] == "10.00"
+    writes = len(lab.sim.writes)
+    again = lab.run(device="lab-nvme-b", qos=qos)
+    assert not again.get("failed") and again["changed"] is False and len(lab.sim.writes) == writes
