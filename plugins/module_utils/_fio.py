@@ -580,15 +580,18 @@ class StopRule:
 
     def spread(self):
         """How repeatable the post-ramp windows are: relative standard error of their mean, CV, count."""
-        rates = self._post_rates
-        n = len(rates)
-        if n < 2:
-            return {"rse": None, "cv": None, "n": n}
-        mean = sum(rates) / n
-        if mean <= 0:
-            return {"rse": None, "cv": None, "n": n}
-        std = math.sqrt(sum((r - mean) ** 2 for r in rates) / (n - 1))
-        return {"rse": round(std / math.sqrt(n) / mean, 6), "cv": round(std / mean, 6), "n": n}
+        return dict(relative_spread(self._post_rates), n=len(self._post_rates))
+
+
+def relative_spread(samples):
+    """``{rse, cv}`` of samples: sample std / sqrt(n) / mean and std / mean (6 decimals); both None
+    for fewer than two samples or a mean that is not positive."""
+    n = len(samples)
+    mean = sum(samples) / n if n else 0.0
+    if n < 2 or mean <= 0:
+        return {"rse": None, "cv": None}
+    std = math.sqrt(sum((x - mean) ** 2 for x in samples) / (n - 1))
+    return {"rse": round(std / math.sqrt(n) / mean, 6), "cv": round(std / mean, 6)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -793,15 +796,9 @@ def combine_passes(runs):
         n = (r.get("spread") or {}).get("n") or 0
         rates.extend(w for _t, w in (r.get("windows") or [])[-n:] if n)
         offset += float(r.get("fio_seconds") or 0.0)
-    spread = {"rse": None, "cv": None, "n": len(rates), "passes": len(runs), "between_passes": None}
-    if len(rates) >= 2 and sum(rates) > 0:
-        mean = sum(rates) / len(rates)
-        std = math.sqrt(sum((x - mean) ** 2 for x in rates) / (len(rates) - 1))
-        spread.update(rse=round(std / math.sqrt(len(rates)) / mean, 6), cv=round(std / mean, 6))
-    if len(values) >= 2 and sum(values) > 0:
-        mean = sum(values) / len(values)
-        std = math.sqrt(sum((x - mean) ** 2 for x in values) / (len(values) - 1))
-        spread["between_passes"] = round(std / math.sqrt(len(values)) / mean, 6)
+    spread = dict(relative_spread(rates), n=len(rates), passes=len(runs))
+    spread["between_passes"] = relative_spread(values)["rse"]
+    if spread["between_passes"] is not None:
         spread["rse"] = max(spread["rse"] or 0.0, spread["between_passes"])
     return {"name": first["name"], "unit": first["unit"], "value": int(round(value)),
             "stopped": "/".join(r["stopped"] for r in runs),
