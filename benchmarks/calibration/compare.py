@@ -44,6 +44,9 @@ def ours(inventory, out_json, stop_rule):
         result = json.load(f)
     return {"wall": round(wall, 1), "values": result["model"], "module_seconds": result["seconds"],
             "stopped": dict((m["name"], [m["stopped"], m["seconds"]]) for m in result["measurements"]),
+            "passes": dict((m["name"], [p["value"] for p in m.get("passes") or []]) for m in result["measurements"]),
+            "between_passes": dict((m["name"], (m.get("spread") or {}).get("between_passes"))
+                                   for m in result["measurements"]),
             "spread_within_run": result["spread"], "qos": result["qos"]}
 
 
@@ -67,6 +70,18 @@ def markdown(res):
         lines.append("| %s | %d | %.1f%% | %d | %.1f%% | %.2f |" % row)
     lines.append("| wall time per calibration | %.0f s | | %.0f s | | %.1fx faster |"
                  % (ref["wall"]["mean"], our["wall"]["mean"], ref["wall"]["mean"] / our["wall"]["mean"]))
+    passes = [(i + 1, coef, run["passes"][coef]) for i, run in enumerate(res["runs"]["ours"])
+              for coef in COEFS if len((run.get("passes") or {}).get(coef) or []) > 1]
+    if passes:
+        most = max(len(values) for _i, _c, values in passes)
+        lines += ["", "The module's passes (between: its `between_passes`, the passes' relative standard error):", "",
+                  "| run | coefficient | %s | between |" % " | ".join("pass %d" % (k + 1) for k in range(most)),
+                  "|---|---|%s---|" % ("---|" * most)]
+        for i, coef, values in passes:
+            cells = [str(v) for v in values] + [""] * (most - len(values))
+            between = res["runs"]["ours"][i - 1]["between_passes"][coef]
+            shown = "-" if between is None else "%.1f%%" % (100 * between)
+            lines.append("| %d | %s | %s | %s |" % (i, coef, " | ".join(cells), shown))
     return "\n".join(lines)
 
 

@@ -6,7 +6,9 @@ What the kernel's tools/cgroup/iocost_coef_gen.py does (../shared/reference/cali
 scheduler none and nomerges 1 on the device, then six fixed-length fio runs (--direct=1
 --ioengine=libaio --time_based --runtime=RUNTIME --numjobs=1, JSON output), each coefficient =
 summed bw_bytes (divided by 4096 for the IOPS ones), then the queue settings put back.
-Usage: python3 - SERIAL RUNTIME < reference.py; prints one JSON object.
+Usage: python3 - SERIAL RUNTIME [COEF,COEF...] < reference.py; prints one JSON object. With the
+third argument only those coefficients run, and each also leaves its per-second rate in "trace"
+(fio's bandwidth log averaged over 1000 ms; drift.py samples it).
 """
 
 import json
@@ -27,7 +29,16 @@ def disk_by_serial(serial):
     sys.exit("no disk with serial %s" % serial)
 
 
-def main(serial, runtime):
+def bw_log(prefix):
+    """fio's averaged bandwidth log (one line per second: msec, KiB/s, ...) as bytes/s per second."""
+    path = prefix + "_bw.1.log"
+    with open(path) as f:
+        rates = [int(line.split(",")[1]) * 1024 for line in f if line.strip()]
+    os.unlink(path)
+    return rates
+
+
+def main(serial, runtime, only=None):
     name = disk_by_serial(serial)
     queue = "/sys/block/%s/queue/" % name
     saved = {}
@@ -37,11 +48,17 @@ def main(serial, runtime):
         with open(queue + attr, "w") as f:
             f.write(value)
     out = {"device": name, "runtime": runtime, "values": {}, "seconds": {}}
+    if only:
+        out["trace"] = {}
     try:
         for coef, rw, depth, bs in RUNS:
+            if only and coef not in only:
+                continue
             argv = ["fio", "--direct=1", "--ioengine=libaio", "--name=coef", "--filename=/dev/" + name,
                     "--runtime=%d" % runtime, "--time_based", "--readwrite=" + rw, "--iodepth=%d" % depth,
                     "--blocksize=%d" % bs, "--numjobs=1", "--output-format=json"]
+            if only:
+                argv += ["--write_bw_log=/tmp/coef-trace", "--log_avg_msec=1000"]
             t0 = time.time()
             res = subprocess.run(argv, capture_output=True, text=True, check=True, env=dict(os.environ, LANG="C"))
             out["seconds"][coef] = round(time.time() - t0, 1)
@@ -49,6 +66,8 @@ def main(serial, runtime):
             side = "read" if rw.endswith("read") else "write"
             bw = sum(job[side]["bw_bytes"] for job in jobs)
             out["values"][coef] = int(bw if coef.endswith("bps") else bw / 4096)
+            if only:
+                out["trace"][coef] = [r if coef.endswith("bps") else r // 4096 for r in bw_log("/tmp/coef-trace")]
     finally:
         for attr in ("scheduler", "nomerges"):
             with open(queue + attr, "w") as f:
@@ -57,4 +76,4 @@ def main(serial, runtime):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",") if len(sys.argv) > 3 else None)
