@@ -41,7 +41,7 @@ def schedules(reference_runtime):
     coefficient starts at k * period, period = 6 * (M + 1 + OVERHEAD): the other five measurements
     run in between."""
     out = [("reference %d s" % reference_runtime, [(0, reference_runtime)], 6 * (reference_runtime + 1))]
-    for passes, most, ramp in ((1, 20, 2), (2, 8, 2), (3, 6, 2), (4, 5, 2), (6, 4, 2)):
+    for passes, most, ramp in ((1, 20, 2), (2, 8, 2), (3, 6, 2), (4, 4, 2), (4, 5, 2), (6, 4, 2)):
         period = 6 * (most + 1 + OVERHEAD)
         label = "%d pass%s x %d s" % (passes, "" if passes == 1 else "es", most)
         out.append((label, [(int(k * period) + ramp, most + 1 - ramp) for k in range(passes)],
