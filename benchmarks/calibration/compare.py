@@ -70,16 +70,16 @@ def markdown(res):
         lines.append("| %s | %d | %.1f%% | %d | %.1f%% | %.2f |" % row)
     lines.append("| wall time per calibration | %.0f s | | %.0f s | | %.1fx faster |"
                  % (ref["wall"]["mean"], our["wall"]["mean"], ref["wall"]["mean"] / our["wall"]["mean"]))
-    passes = [(i + 1, coef, run["passes"][coef]) for i, run in enumerate(res["runs"]["ours"])
+    passes = [(i + 1, coef, run["passes"][coef], run["between_passes"][coef])
+              for i, run in enumerate(res["runs"]["ours"])
               for coef in COEFS if len((run.get("passes") or {}).get(coef) or []) > 1]
     if passes:
-        most = max(len(values) for _i, _c, values in passes)
+        most = max(len(values) for _i, _c, values, _b in passes)
         lines += ["", "The module's passes (between: its `between_passes`, the passes' relative standard error):", "",
                   "| run | coefficient | %s | between |" % " | ".join("pass %d" % (k + 1) for k in range(most)),
                   "|---|---|%s---|" % ("---|" * most)]
-        for i, coef, values in passes:
+        for i, coef, values, between in passes:
             cells = [str(v) for v in values] + [""] * (most - len(values))
-            between = res["runs"]["ours"][i - 1]["between_passes"][coef]
             shown = "-" if between is None else "%.1f%%" % (100 * between)
             lines.append("| %d | %s | %s | %s |" % (i, coef, " | ".join(cells), shown))
     return "\n".join(lines)

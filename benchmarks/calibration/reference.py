@@ -29,6 +29,9 @@ def disk_by_serial(serial):
     sys.exit("no disk with serial %s" % serial)
 
 
+TRACE = "/tmp/coef-trace"    # fio's --write_bw_log prefix in trace mode
+
+
 def bw_log(prefix):
     """fio's averaged bandwidth log (one line per second: msec, KiB/s, ...) as bytes/s per second."""
     path = prefix + "_bw.1.log"
@@ -58,7 +61,7 @@ def main(serial, runtime, only=None):
                     "--runtime=%d" % runtime, "--time_based", "--readwrite=" + rw, "--iodepth=%d" % depth,
                     "--blocksize=%d" % bs, "--numjobs=1", "--output-format=json"]
             if only:
-                argv += ["--write_bw_log=/tmp/coef-trace", "--log_avg_msec=1000"]
+                argv += ["--write_bw_log=" + TRACE, "--log_avg_msec=1000"]
             t0 = time.time()
             res = subprocess.run(argv, capture_output=True, text=True, check=True, env=dict(os.environ, LANG="C"))
             out["seconds"][coef] = round(time.time() - t0, 1)
@@ -67,7 +70,7 @@ def main(serial, runtime, only=None):
             bw = sum(job[side]["bw_bytes"] for job in jobs)
             out["values"][coef] = int(bw if coef.endswith("bps") else bw / 4096)
             if only:
-                out["trace"][coef] = [r if coef.endswith("bps") else r // 4096 for r in bw_log("/tmp/coef-trace")]
+                out["trace"][coef] = [r if coef.endswith("bps") else r // 4096 for r in bw_log(TRACE)]
     finally:
         for attr in ("scheduler", "nomerges"):
             with open(queue + attr, "w") as f:
