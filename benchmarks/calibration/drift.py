@@ -30,6 +30,13 @@ from labvm import add_vm_args, guest_script, vm  # noqa: E402  pylint: disable=w
 # seconds the module needs to start and stop fio in the lab guest, beside fio's own runtime (the
 # module's timings: a pass with max_seconds 8 ran fio 8.9 s and took 9.9 s)
 OVERHEAD = 1.0
+# seconds of the two QoS runs (8 s each by default) with their start and stop, measured in the lab
+QOS_SECONDS = 18
+
+
+def qos_after_round(passes):
+    """The round the module's QoS runs follow (plugins/module_utils/_calibrate.py: qos_after_round)."""
+    return max(1, (passes + 1) // 2)
 
 
 def schedules(reference_runtime):
@@ -39,12 +46,17 @@ def schedules(reference_runtime):
     windows end at 0.94, 1.94, ... s, and the rule stops at the first that reaches M) and measures
     seconds [R, M + 1) of it (a window counts once its middle is past the ramp). Pass k of a
     coefficient starts at k * period, period = 6 * (M + 1 + OVERHEAD): the other five measurements
-    run in between."""
+    run in between. With "QoS between", the QoS runs' seconds come after round qos_after_round()
+    (what the module does since it runs them there); without, after the last round."""
     out = [("reference %d s" % reference_runtime, [(0, reference_runtime)], 6 * (reference_runtime + 1))]
-    for passes, most, ramp in ((1, 20, 2), (2, 8, 2), (3, 6, 2), (4, 4, 2), (4, 5, 2), (6, 4, 2)):
+    for passes, most, ramp, qos_between in ((1, 20, 2, False), (2, 8, 2, False), (2, 8, 2, True),
+                                            (3, 6, 2, False), (3, 6, 2, True), (4, 4, 2, False),
+                                            (4, 4, 2, True), (4, 5, 2, False), (6, 4, 2, False)):
         period = 6 * (most + 1 + OVERHEAD)
-        label = "%d pass%s x %d s" % (passes, "" if passes == 1 else "es", most)
-        out.append((label, [(int(k * period) + ramp, most + 1 - ramp) for k in range(passes)],
+        label = "%d pass%s x %d s%s" % (passes, "" if passes == 1 else "es", most,
+                                        ", QoS between" if qos_between and passes > 1 else "")
+        gap = [QOS_SECONDS if qos_between and k >= qos_after_round(passes) else 0 for k in range(passes)]
+        out.append((label, [(int(k * period) + gap[k] + ramp, most + 1 - ramp) for k in range(passes)],
                     round(passes * period)))
     return out
 
@@ -77,7 +89,7 @@ def three_run_spread(values, span, rng, draws=2000):
 
 
 def replay(trace, reference_runtime):
-    rng = random.Random(7)
+    # every row draws with the same seed: rows differ by their schedule, not by their draws
     rows = []
     for label, windows, wall in schedules(reference_runtime):
         values, span = estimates(trace, windows)
@@ -85,7 +97,7 @@ def replay(trace, reference_runtime):
             continue
         rsd = statistics.pstdev(values) / statistics.mean(values)
         rows.append({"schedule": label, "measuring_seconds_per_calibration": wall, "starts": len(values),
-                     "rsd": round(rsd, 4), "three_run_spread": three_run_spread(values, span, rng)})
+                     "rsd": round(rsd, 4), "three_run_spread": three_run_spread(values, span, random.Random(7))})
     return rows
 
 

@@ -412,28 +412,43 @@ def _restored_text(restore_report):
     return ", ".join("%s=%s" % (k.rsplit("/", 1)[-1], v) for k, v in sorted(queue.items())) or "as before"
 
 
+def qos_after_round(passes):
+    """After which round of the six measurements the QoS runs: the middle one (1 of 1 or 2, 2 of 3 or 4).
+
+    Why not at the end: a disk that drifts over minutes is sampled best by passes spread as widely as
+    possible, and the QoS runs' time between two rounds widens every coefficient's spread of passes
+    for free. The QoS load needs the random IOPS, so it waits for at least one round."""
+    return max(1, (passes + 1) // 2)
+
+
 def _measure(binary, target, rule, params, big_bs, timings):
-    """The six coefficients, then the QoS latency runs."""
+    """The six coefficients in rounds, with the QoS latency runs between the middle rounds."""
     numjobs = params.get("numjobs", 1)
     kw = {"numjobs": numjobs}
     if big_bs:
         kw["big_bs"] = big_bs
     runs = dict((m.name, []) for m in fio.MEASUREMENTS)
-    t0 = time.time()
+    latency = None
+    timings["measure"] = 0.0
     # all six, then all six again: each coefficient's passes lie a minute apart (see StopRule)
-    for _pass in range(rule.passes):
+    for done in range(1, rule.passes + 1):
+        t0 = time.time()
         for m in fio.MEASUREMENTS:
             runs[m.name].append(fio.run_measurement(binary, m, target.path, target.size_bytes, rule, **kw))
+        timings["measure"] = round(timings["measure"] + time.time() - t0, 2)
+        if done == qos_after_round(rule.passes) and params.get("measure_qos", True):
+            # rate-limited to a fraction of the random IOPS measured so far
+            sofar = dict((name, fio.combine_passes(runs[name])["value"]) for name in ("rrandiops", "wrandiops"))
+            t0 = time.time()
+            latency = fio.run_qos(binary, target.path, target.size_bytes, sofar["rrandiops"], sofar["wrandiops"],
+                                  seconds=params.get("qos_seconds", 8), rotational=bool(target.disk.rotational))
+            latency["after_round"] = done
+            timings["qos"] = round(time.time() - t0, 2)
     measurements = [fio.combine_passes(runs[m.name]) for m in fio.MEASUREMENTS]
-    timings["measure"] = round(time.time() - t0, 2)
     model = dict((m["name"], int(m["value"])) for m in measurements)
     out = {"model": model, "measurements": measurements,
            "spread": dict((m["name"], (m["spread"] or {}).get("rse")) for m in measurements)}
-    if params.get("measure_qos", True):
-        t0 = time.time()
-        latency = fio.run_qos(binary, target.path, target.size_bytes, model["rrandiops"], model["wrandiops"],
-                              seconds=params.get("qos_seconds", 8), rotational=bool(target.disk.rotational))
-        timings["qos"] = round(time.time() - t0, 2)
+    if latency is not None:
         out["qos"] = latency["qos"]
         out["latency"] = latency
     else:

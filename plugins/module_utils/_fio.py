@@ -457,12 +457,12 @@ class StopRule:
     ``"max"`` at ``max_seconds`` (fio's runtime) otherwise; ``"ended"`` when fio ended before
     either (see :meth:`end`).
 
-    ``passes`` (default 2) is not used by the rule itself: the calibration runs every measurement
-    that many times, in turn (all six, then all six again), and :func:`combine_passes` merges them.
+    ``passes`` (default 3) is not used by the rule itself: the calibration runs every measurement
+    that many times, in rounds (all six, all six again, ...), and :func:`combine_passes` merges them.
     Why: the lab's emulated disk (and a real SSD's garbage collection or a thermal limit) swings over
-    tens of seconds, slower than any stop rule can see inside one run; its one-second windows agree
-    within 2-5% while successive 20-second runs differ by up to 30%. Two shorter runs a minute apart
-    sample two phases of the swing for the time of one long one.
+    minutes, slower than any stop rule can see inside one run; its one-second windows agree within
+    2-5% while successive 20-second runs differ by up to 30%. Short passes spread over the whole
+    calibration sample more phases of the swing than one long run of the same length.
 
     Why the second condition: a cumulative mean moves by about (rate - mean) / n per window, so
     with enough windows it "stops moving" whatever the noise (alternating +-50% windows pass the
@@ -473,8 +473,8 @@ class StopRule:
 
     PARAMS = ("ramp_seconds", "windows", "tolerance", "min_seconds", "max_seconds", "max_rse", "passes")
 
-    def __init__(self, ramp_seconds=2, windows=3, tolerance=0.02, min_seconds=5, max_seconds=8, max_rse=None,
-                 passes=2):
+    def __init__(self, ramp_seconds=2, windows=3, tolerance=0.02, min_seconds=5, max_seconds=6, max_rse=None,
+                 passes=3):
         for name, value in (("ramp_seconds", ramp_seconds), ("tolerance", tolerance),
                             ("min_seconds", min_seconds), ("max_seconds", max_seconds)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):

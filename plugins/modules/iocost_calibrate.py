@@ -81,13 +81,14 @@ options:
         O(stop_rule.min_seconds) have passed, the last O(stop_rule.windows) one-second estimates all lie within
         O(stop_rule.tolerance) of their mean, and the relative standard error of the one-second rates after the ramp
         is at most O(stop_rule.max_rse). A measurement that does not become stable stops at O(stop_rule.max_seconds).
-      - Each measurement runs O(stop_rule.passes) times, in turn with the others (all six, then all six again), and
-        its coefficient is the mean rate over all passes. A disk whose speed swings over tens of seconds (an emulated
-        disk in the host's page cache, garbage collection, a thermal limit) looks stable within one run yet differs
-        between runs; passes a minute apart average two phases of the swing.
-      - The defaults (2 passes of 5 to 8 seconds, ramp 2 s, 3 windows, tolerance 0.02, max_rse 0.02) suit real
+      - Each measurement runs O(stop_rule.passes) times, in rounds with the others (all six, all six again, ...), and
+        its coefficient is the mean rate over all passes. The QoS runs (O(measure_qos)) come between the middle
+        rounds, which spreads every coefficient's passes over more of the calibration. A disk whose speed swings over
+        minutes (an emulated disk in the host's page cache, garbage collection, a thermal limit) looks stable within
+        one run yet differs between runs; short passes spread over the calibration average several phases of it.
+      - The defaults (3 passes of 5 to 6 seconds, ramp 2 s, 3 windows, tolerance 0.02, max_rse 0.02) suit real
         disks; a noisy emulated disk runs most passes to the maximum. The maximum bounds a whole calibration at
-        about 2.5 minutes with the default QoS runs, four times less than the reference tool's fixed 12 minutes.
+        about 3 minutes with the default QoS runs, four times less than the reference tool's fixed 12 minutes.
     type: dict
     suboptions:
       ramp_seconds:
@@ -208,17 +209,19 @@ measurements:
   type: list
   elements: dict
   sample: [{name: rbps, unit: bytes, value: 1360000000, stopped: stable, seconds: 7.1, windows: [[3.0, 1.31e9]],
-            estimates: [[3.0, 1.31e9]], spread: {rse: 0.004, cv: 0.01, n: 5, passes: 2, between_passes: 0.003},
+            estimates: [[3.0, 1.31e9]], spread: {rse: 0.004, cv: 0.01, n: 9, passes: 3, between_passes: 0.003},
             passes: [{value: 1350000000, stopped: stable, seconds: 6.9, fio_seconds: 5.0, post_seconds: 3.0,
                       spread: {rse: 0.004, cv: 0.01, n: 3}}], argv: [fio, --name=aiinfra-rbps]}]
 latency:
-  description: The QoS runs - random read and random write at 90% of the measured IOPS - with their completion
-    latency percentiles in microseconds.
+  description:
+    - The QoS runs - random read and random write at 90% of the random IOPS measured before them - with their
+      completion latency percentiles in microseconds.
+    - C(after_round) is the round of measurements they followed.
   returned: success with O(measure_qos=true)
   type: dict
   sample: {read: {iops_limit: 34200, iops: 34150, percentiles_us: {"50.0": 310, "95.0": 820}},
            write: {iops_limit: 29700, iops: 29650, percentiles_us: {"50.0": 420, "95.0": 1390}},
-           qos: {rpct: 95.0, rlat: 1250, wpct: 95.0, wlat: 2100, min: 60.0, max: 100.0}}
+           qos: {rpct: 95.0, rlat: 1250, wpct: 95.0, wlat: 2100, min: 60.0, max: 100.0}, after_round: 2}
 kernel_model:
   description: The kernel's own iocost class for this disk, to compare with RV(model).
   returned: always
@@ -254,8 +257,8 @@ method:
   description: The stop rule, QoS rule, job count and block size used.
   returned: always
   type: dict
-  sample: {stop_rule: {ramp_seconds: 2, windows: 3, tolerance: 0.02, max_rse: 0.02, min_seconds: 5, max_seconds: 8,
-                       passes: 2},
+  sample: {stop_rule: {ramp_seconds: 2, windows: 3, tolerance: 0.02, max_rse: 0.02, min_seconds: 5, max_seconds: 6,
+                       passes: 3},
            numjobs: 1, big_block_size: 134217728, qos_rule: "rlat/wlat = 1.5 x p95 ..."}
 fio_version:
   description: The fio version on the host.

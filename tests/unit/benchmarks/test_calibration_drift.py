@@ -27,6 +27,17 @@ def test_schedules_place_passes_one_round_of_six_apart():
     assert windows == [(2, 7), (62, 7)]
     assert wall == 120
     assert rows["1 pass x 20 s"][0] == [(2, 19)]
+    # the default: three passes of 6 s (periods of 48 s), the QoS runs' 18 s after the second round
+    windows, wall = rows["3 passes x 6 s, QoS between"]
+    assert windows == [(2, 5), (50, 5), (2 + 96 + 18, 5)] and wall == 144
+    assert rows["3 passes x 6 s"][0] == [(2, 5), (50, 5), (98, 5)]
+    assert rows["2 passes x 8 s, QoS between"][0] == [(2, 7), (62 + 18, 7)]
+
+
+@pytest.mark.parametrize("passes, after", [(1, 1), (2, 1), (3, 2), (4, 2), (7, 4)])
+def test_the_replay_puts_the_qos_where_the_module_does(passes, after):
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate
+    assert drift.qos_after_round(passes) == _calibrate.qos_after_round(passes) == after
 
 
 def test_estimates_average_exactly_the_scheduled_seconds():

@@ -273,3 +273,9 @@ def test_a_journal_for_a_disk_that_moved_is_refused(lab):
         json.dump(entry, f)
     with pytest.raises(cal.CalibrationError, match="is for serial:someone-else"):
         run(lab)
+
+
+@pytest.mark.parametrize("passes, after", [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (10, 5)])
+def test_the_qos_runs_come_after_the_middle_round(passes, after):
+    # at least one round first: the QoS load is a fraction of the random IOPS measured before it
+    assert cal.qos_after_round(passes) == after

@@ -408,7 +408,7 @@ def feed(rule, rates, step=1.0, t0=0.0):
     ({"tolerance": 1.5}, "tolerance is a fraction"),
     ({"tolerance": "0.02"}, "tolerance must be a number"),
     ({"min_seconds": 0}, "min_seconds must be more than 0"),
-    ({"min_seconds": 30}, r"max_seconds \(8\) must not be less than min_seconds \(30\)"),
+    ({"min_seconds": 30}, r"max_seconds \(6\) must not be less than min_seconds \(30\)"),
     ({"passes": 0}, "passes must be a whole number from 1 to 10"),
     ({"passes": 11}, "passes must be a whole number from 1 to 10"),
     ({"passes": 1.5}, "passes must be a whole number"),
@@ -426,14 +426,14 @@ def test_rule_validation(kw, match):
 def test_rule_as_dict_and_fresh():
     r = fio.StopRule(ramp_seconds=1, windows=4, tolerance=0.01, min_seconds=6, max_seconds=30)
     assert r.as_dict() == {"ramp_seconds": 1, "windows": 4, "tolerance": 0.01, "min_seconds": 6, "max_seconds": 30,
-                           "max_rse": 0.01, "passes": 2}
+                           "max_rse": 0.01, "passes": 3}
     feed(r, [5.0] * 10)
     f = r.fresh()
     assert f.as_dict() == r.as_dict() and f.windows == [] and f.stopped is None and r.stopped == "stable"
     assert fio.StopRule(max_rse=0.03).as_dict()["max_rse"] == 0.03
     assert fio.StopRule().as_dict() == {"ramp_seconds": 2, "windows": 3, "tolerance": 0.02, "min_seconds": 5,
-                                        "max_seconds": 8, "max_rse": 0.02, "passes": 2}
-    assert fio.StopRule(passes=3).fresh().passes == 3
+                                        "max_seconds": 6, "max_rse": 0.02, "passes": 3}
+    assert fio.StopRule(passes=2).fresh().passes == 2
     assert fio.StopRule(**fio.StopRule(tolerance=0.05, max_rse=0.1).as_dict()).max_rse == 0.1
 
 
@@ -772,7 +772,8 @@ def test_run_measurement_replay_stops_on_the_rule(fake):
     res = fio.run_measurement("fio", RRAND, "/dev/nvme1n1", 1 << 29, fio.StopRule(tolerance=0.05), popen=popen)
     assert res["value"] == 19050 and res["stopped"] == "stable"
     assert res["name"] == "rrandiops" and res["unit"] == "iops"
-    assert res["argv"] == fio.measurement_argv("fio", RRAND, "/dev/nvme1n1", 1 << 29, 10)
+    # fio's own runtime is the rule's maximum (6 s) + 2, so the module, not fio, ends a pass
+    assert res["argv"] == fio.measurement_argv("fio", RRAND, "/dev/nvme1n1", 1 << 29, 8)
     assert [w[0] for w in res["windows"]] == [0.878, 1.878, 2.879, 3.885, 4.885, 5.886]
     assert res["estimates"][-1] == [5.886, round(76351 / 4.008, 1)]
     assert res["spread"]["n"] == 4 and 0 < res["spread"]["rse"] < 0.05 and res["post_seconds"] == 4.008
@@ -817,7 +818,8 @@ def test_run_measurement_escalates_to_sigterm_and_sigkill(fake, monkeypatch):
 def test_run_measurement_fio_ends_on_its_own(fake):
     # 4 windows of 1 s at a changing rate: never stable, fio ends, its output is used
     popen = fake(replay=os.path.join(FIXTURES, D13 + "-nvme-rbps.out"), chunk=100000, delay=0.01)
-    res = fio.run_measurement("fio", fio.MEASUREMENTS[0], "/x", 1 << 29, fio.StopRule(), popen=popen)
+    # the recording ends at 6.002 s, before a maximum of 8
+    res = fio.run_measurement("fio", fio.MEASUREMENTS[0], "/x", 1 << 29, fio.StopRule(max_seconds=8), popen=popen)
     assert res["stopped"] == "ended"
     # post-ramp windows end at 3.368 4.377 5.380 6.002: from 2352 ms / 402653184 B to 6002 ms / 31541166080 B
     assert res["value"] == round((31541166080 - 402653184) / 3.650)

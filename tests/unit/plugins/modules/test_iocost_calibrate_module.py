@@ -43,19 +43,22 @@ def lab(tmp_path, monkeypatch, run_module):
     return lab
 
 
+SIX = ["rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops"]
+
+
 def test_a_scratch_file_calibration(lab):
-    result = lab.module(filesystem="/srv/calib", scratch_size="256M", stop_rule={"max_seconds": 8})
+    result = lab.module(filesystem="/srv/calib", scratch_size="256M", stop_rule={"max_seconds": 8, "passes": 2})
     assert not result.get("failed"), result
     assert result["model"] == MODEL and result["changed"] is False
-    # two passes, in turn: all six, then all six again
-    six = ["rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops"]
-    assert [c[0] for c in lab.fio_calls] == six + six + ["qos"]
+    # two passes, in turn: all six, the QoS runs (at the first round's IOPS), then all six again
+    assert [c[0] for c in lab.fio_calls] == SIX + ["qos"] + SIX
+    assert lab.fio_calls[6][1:] == (MODEL["rrandiops"] * 1.02, MODEL["wrandiops"] * 1.02, 8, False)
+    assert result["latency"]["after_round"] == 1
     assert lab.fio_calls[0][3]["max_seconds"] == 8 and lab.fio_calls[0][2] == {"numjobs": 1, "big_bs": 134217728}
     rbps = result["measurements"][0]
     assert rbps["stopped"] == "stable/stable" and [p["value"] for p in rbps["passes"]] == [
         round(MODEL["rbps"] * 1.02), round(MODEL["rbps"] * 0.98)]
     assert rbps["windows"] == [[3.0, MODEL["rbps"] * 1.02], [8.0, MODEL["rbps"] * 0.98]]
-    assert lab.fio_calls[-1][1:] == (38000, 33000, 8, False)
     # 1.5 x p95, rounded up to 50 us
     assert result["qos"] == {"rpct": 95.0, "rlat": 1200, "wpct": 95.0, "wlat": 2100, "min": 60.0, "max": 100.0}
     # the passes' spread (std 2.83% / sqrt(2 passes) = 2%) outweighs the windows'
@@ -63,10 +66,27 @@ def test_a_scratch_file_calibration(lab):
     assert lab.state() == BEFORE and lab.journals() == []
 
 
+def test_default_three_passes_put_the_qos_runs_after_the_second_round(lab):
+    result = lab.module(filesystem="/srv/calib", scratch_size="256M")
+    assert not result.get("failed"), result
+    assert [c[0] for c in lab.fio_calls] == SIX + SIX + ["qos"] + SIX
+    # rate-limited at the mean of the two passes before them (+2% and -2%: the model)
+    assert lab.fio_calls[12][1:] == (pytest.approx(38000), pytest.approx(33000), 8, False)
+    assert result["latency"]["after_round"] == 2 and result["method"]["stop_rule"]["passes"] == 3
+    assert [len(m["passes"]) for m in result["measurements"]] == [3] * 6
+    assert lab.state() == BEFORE and lab.journals() == []
+
+
+def test_no_qos_runs_when_not_asked(lab):
+    result = lab.module(filesystem="/srv/calib", scratch_size="256M", measure_qos=False)
+    assert not result.get("failed"), result
+    assert [c[0] for c in lab.fio_calls] == SIX * 3 and result["qos"] is None and result["latency"] is None
+
+
 def test_one_pass_runs_each_measurement_once(lab):
     result = lab.module(filesystem="/srv/calib", scratch_size="256M", stop_rule={"passes": 1})
     assert not result.get("failed"), result
-    assert [c[0] for c in lab.fio_calls][:-1] == ["rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops"]
+    assert [c[0] for c in lab.fio_calls] == SIX + ["qos"]
     assert result["model"]["rbps"] == round(MODEL["rbps"] * 1.02) and result["method"]["stop_rule"]["passes"] == 1
     assert result["measurements"][0]["spread"]["between_passes"] is None
 
