@@ -430,7 +430,7 @@ def _measure(binary, target, rule, params, big_bs, timings):
     runs = dict((m.name, []) for m in fio.MEASUREMENTS)
     latency = None
     timings["measure"] = 0.0
-    # all six, then all six again: each coefficient's passes lie a minute apart (see StopRule)
+    # all six, all six again, ...: a coefficient's passes lie one round (about 50 s) apart (see StopRule)
     for done in range(1, rule.passes + 1):
         t0 = time.time()
         for m in fio.MEASUREMENTS:
