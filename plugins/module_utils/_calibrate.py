@@ -429,13 +429,13 @@ def _measure(binary, target, rule, params, big_bs, timings):
         kw["big_bs"] = big_bs
     runs = dict((m.name, []) for m in fio.MEASUREMENTS)
     latency = None
-    timings["measure"] = 0.0
+    measuring = 0.0
     # all six, all six again, ...: a coefficient's passes lie one round (about 50 s) apart (see StopRule)
     for done in range(1, rule.passes + 1):
         t0 = time.time()
         for m in fio.MEASUREMENTS:
             runs[m.name].append(fio.run_measurement(binary, m, target.path, target.size_bytes, rule, **kw))
-        timings["measure"] = round(timings["measure"] + time.time() - t0, 2)
+        measuring += time.time() - t0
         if done == qos_after_round(rule.passes) and params.get("measure_qos", True):
             # rate-limited to a fraction of the random IOPS measured so far
             sofar = dict((name, fio.combine_passes(runs[name])["value"]) for name in ("rrandiops", "wrandiops"))
@@ -444,6 +444,7 @@ def _measure(binary, target, rule, params, big_bs, timings):
                                   seconds=params.get("qos_seconds", 8), rotational=bool(target.disk.rotational))
             latency["after_round"] = done
             timings["qos"] = round(time.time() - t0, 2)
+    timings["measure"] = round(measuring, 2)
     measurements = [fio.combine_passes(runs[m.name]) for m in fio.MEASUREMENTS]
     model = dict((m["name"], int(m["value"])) for m in measurements)
     out = {"model": model, "measurements": measurements,
