@@ -19,12 +19,12 @@ export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup apt venv tree unit sanity lint build docs-check changelog-check lab-images lab-test test demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke
+.PHONY: help setup apt venv tree unit sanity lint build docs docs-check changelog-check py39-check lab-images lab-kernel lab-test test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test"
-	@echo "make unit | sanity | lint | build | docs-check | changelog-check | lab-test | bench-isolation-smoke | demo-local | bench-calibration | bench-isolation | clean"
+	@echo "make unit | sanity | lint | build | docs-check | docs | changelog-check | lab-test | bench-isolation-smoke | demo-local | bench-calibration | bench-isolation | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -66,12 +66,26 @@ build: setup
 docs-check: setup
 	bash tests/run-docs-check.sh $(abspath $(BIN))
 
+# The docs site (modules, filters, lookup, roles, guides) under .cache/docs-site/, offline,
+# every Sphinx warning an error; prints the path of its index.html.
+docs: setup
+	bash tests/run-docs-site.sh $(abspath $(BIN))
+
 changelog-check: setup
 	$(BIN)/antsibull-changelog lint
+
+# Code that runs on managed hosts (modules, module_utils, the helpers they install) needs <= Python 3.9.
+py39-check: setup
+	bash tests/run-py39-check.sh $(abspath $(BIN))
 
 # The lab: QEMU VMs built from Debian packages (tests/lab/), cached under ~/.cache.
 lab-images: setup
 	python3 tests/lab/lab.py build debian12 debian13
+
+# The lab's custom 6.1 kernel with io.latency and io.prio.class (Debian's kernels have neither),
+# built from Debian's linux-source-6.1 into the lab cache; about 22 minutes on 2 cores, once.
+lab-kernel:
+	python3 tests/lab/lab.py kernel
 
 # Molecule scenarios on real kernels, in name order: calibration (Debian 13), colocated (both
 # guests at once), debian12 (6.1), debian13 (6.12).
@@ -80,6 +94,11 @@ lab-test: lab-images
 
 test: unit sanity lint build docs-check changelog-check lab-test bench-isolation-smoke
 	@echo "make test: all suites passed"
+
+# The newest ansible-core (requirements/newest.txt; it needs Python 3.12+) on Debian 13's Python 3.13
+# in a cached mmdebstrap chroot: unit tests, ansible-test sanity, site.yml twice on a Debian 13 VM.
+test-newest: tree
+	bash tests/run-newest-core.sh
 
 # The collection's main job on the built-in lab (KEEP_LAB=1 leaves the VM running).
 demo: setup

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Every module renders with ansible-doc (attributes, examples, return values) and the
 # collection's docs pass antsibull-docs lint (semantic markup, references).
 set -euo pipefail

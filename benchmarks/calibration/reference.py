@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The reference calibration method, run INSIDE the lab guest (stdin of `lab.py ssh`).
 
-What the kernel's tools/cgroup/iocost_coef_gen.py does (../shared/reference/calibration-methods.md):
+What the kernel's tools/cgroup/iocost_coef_gen.py does (read from its source; docs/calibration.md):
 scheduler none and nomerges 1 on the device, then six fixed-length fio runs (--direct=1
 --ioengine=libaio --time_based --runtime=RUNTIME --numjobs=1, JSON output), each coefficient =
 summed bw_bytes (divided by 4096 for the IOPS ones), then the queue settings put back.

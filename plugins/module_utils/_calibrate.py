@@ -52,8 +52,9 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # merging between fio and the device, and no iocost throttling of fio itself.
 HOLD_QUEUE = {"scheduler": "none", "nomerges": 1}
 RESTORED_QUEUE = ("scheduler", "nr_requests", "nomerges")
-# The kernel's built-in iocost classes (blk-iocost.c autop[], kernel-abi.md section 4): shown next
-# to the calibrated model when the disk holds a user model (its own class is then not visible).
+# The kernel's built-in iocost classes (blk-iocost.c autop[]; docs/kernel-files.md, "iocost's
+# built-in cost-model classes"): shown next to the calibrated model when the disk holds a user
+# model (its own class is then not visible).
 KERNEL_CLASSES = {
     "hdd": {"rbps": 174019176, "rseqiops": 41708, "rrandiops": 370,
             "wbps": 178075866, "wseqiops": 42705, "wrandiops": 378},
@@ -141,7 +142,8 @@ def restore(fs, record, snap):
     result = Reconciler(fs).run(settings, problems)
     notes = []
     # wbt is switched by the kernel, not by us (iocost on/off, bfq); write it only if it ended up
-    # elsewhere than before (kernel-abi.md: enabling iocost calls wbt_disable_default()).
+    # elsewhere than before (enabling iocost calls wbt_disable_default(); docs/kernel-files.md,
+    # "iocost's built-in cost-model classes").
     before = queue.get("wbt_lat_usec")
     path = blk_queue.QueueContext(fs, record).path("wbt_lat_usec")
     now = fs.read(path)

@@ -115,7 +115,9 @@ def qos_input(qos, state, keep_enabled):
 
 
 def class_warnings(record, model):
-    """Warn when the model's class does not match the disk (kernel classes: kernel-abi.md §4)."""
+    """Warn when the model's class does not match the disk.
+
+    Kernel classes: docs/kernel-files.md, "iocost's built-in cost-model classes"."""
     if not model or model.get("ctrl") == "auto" or "rrandiops" not in model:
         return []
     try:

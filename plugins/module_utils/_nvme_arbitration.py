@@ -20,7 +20,8 @@ Three parts, usable on their own:
   decide what is unsupported, and build the reconcile-engine settings (one
   :class:`ArbitrationSetting` per controller, the udev rule and its helper as managed files).
 
-Kernel facts this relies on (kernel-abi.md section 16): Command Dword 11 of FID 0x01 holds AB
+Kernel facts this relies on (docs/kernel-files.md, "NVMe Arbitration (Set Features FID 0x01)"):
+Command Dword 11 of FID 0x01 holds AB
 (bits 2:0, 2^AB commands, 7 = no limit), LPW/MPW/HPW (bits 15:8/23:16/31:24, 0's based). The
 Linux nvme driver always enables controllers with CC.AMS = round robin, so the weights only
 act under weighted round robin, which Linux never selects.

@@ -36,7 +36,8 @@ NVMe, 2 possible CPUs; see docs/nvme_queues.md for the commands and outputs):
    ``default default poll``, the poll hctx's cpu_list holds every CPU, ``queue/io_poll`` reads 1.
 3. ``poll_queues=1`` written at runtime + ``reset_controller`` on a controller probed without
    poll queues: the driver logs ``1/0/1`` but the namespace keeps two ``default`` hctxs and
-   ``io_poll`` 0, and I/O from one CPU waits for the 30 s timeout (kernel-abi.md, lab-notes).
+   ``io_poll`` 0, and I/O from one CPU waits for the 30 s timeout (docs/kernel-files.md, "The lab's
+   guests" and "Where a real kernel disagreed with the reference").
 4. After a boot with ``poll_queues=1``, ``poll_queues=0`` + ``reset_controller`` (the direction
    :func:`runtime_problems` allows) gives ``2/0/0``, two ``default`` hctxs, ``io_poll`` 0, no
    stall from either CPU; the write returns after the reset (0.1-0.15 s per controller).

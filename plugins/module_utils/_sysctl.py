@@ -48,8 +48,8 @@ lab (tests/lab, 2 vCPUs, 4 KiB pages):
    ``dirty_ratio`` while it already reads 0 leaves ``dirty_bytes`` in force; writing 0 to
    ``dirty_background_ratio`` clears ``dirty_background_bytes`` even when the ratio already reads 0.
 2. ``dirty_bytes`` of 4096 (below two pages) and ``dirty_background_bytes`` of 0 fail with EINVAL,
-   and so does ``dirty_ratio`` 101: the old value stays (kernel-abi.md §12 says "ignored", which
-   was older kernels' behaviour). 6.1 and 6.12 take ``dirty_bytes`` 2^64-1; more than 2^32-1
+   and so does ``dirty_ratio`` 101: the old value stays (the kernel's sysctl/vm.rst says "ignored",
+   which was older kernels' behaviour). 6.1 and 6.12 take ``dirty_bytes`` 2^64-1; more than 2^32-1
    pages overflows the kernel's page counts and newer kernels refuse it (ERANGE), so it is refused
    here.
 3. Integer sysctls parse with base 0: ``010`` > vm.swappiness reads back 8, ``0x10`` reads 16.

@@ -51,10 +51,8 @@ options:
 notes:
   - Reading debugfs (hardware queue types) and some cgroup files needs root; without it those values are V(null) and
     a warning says why.
-seealso:
-  - name: Kernel files this collection manages
-    description: The formats, ranges and traps the collection relies on, checked on real kernels.
-    link: https://example.invalid/aiinfra/io_isolation/docs/kernel-files.md
+  - The formats, ranges and traps of the kernel files the collection relies on, checked on real kernels, are in the
+    collection's guide C(docs/kernel-files.md).
 """
 
 EXAMPLES = r"""

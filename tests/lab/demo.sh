@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # `make demo`: build (or reuse) the Debian 12 lab image, boot it, print its capabilities, calibrate
 # its blank NVMe disk into .cache/demo-calibration-db (report and hwdb beside it), run the
 # fleet rollout (site.yml) on it as a co-located host, print what was applied and the health

@@ -1,4 +1,7 @@
 #!/bin/sh
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Guest configuration for the lab images, run by mmdebstrap as a hook on the
 # controller (as root, in mmdebstrap's private mount namespace):
 #   guest-setup.sh setup     ROOTDIR                     (before any package is installed)
@@ -15,9 +18,10 @@ setup)
     # Must exist before linux-image-amd64's postinst runs update-initramfs.
     # Debian's default MODULES=most puts nvme.ko into the initramfs, so nvme
     # binds before the root filesystem is mounted and /etc/modprobe.d on the
-    # root fs is never read (lab-notes). MODULES=list plus the hook below gives
-    # an initramfs with only what a virtio root needs; nvme then loads from the
-    # root filesystem via udev, where /etc/modprobe.d applies. It also keeps
+    # root fs is never read (docs/kernel-files.md, "The lab's guests").
+    # MODULES=list plus the hook below gives an initramfs with only what a
+    # virtio root needs; nvme then loads from the root filesystem via udev,
+    # where /etc/modprobe.d applies. It also keeps
     # the initramfs small, which matters because the kernel is booted directly
     # with -kernel/-initrd (the guest's own /boot is never used).
     mkdir -p "$root/etc/initramfs-tools/conf.d" "$root/etc/initramfs-tools/hooks"

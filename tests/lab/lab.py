@@ -1,3 +1,7 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """QEMU lab for aiinfra.io_isolation: build Debian guest images, run VMs.
 
 The collection changes kernel I/O-isolation state (blk-iocost, cgroup v2, NVMe
@@ -13,6 +17,7 @@ script runs on the controller (Python 3.11, stdlib only, as root):
   lab.py down NAME [--purge]                 stop QEMU (--purge: drop the root overlay and data disks)
   lab.py inventory NAME                      Ansible YAML inventory for the running VM
   lab.py observe NAME OUTFILE                capture the block/NVMe sysfs layout into a file
+  lab.py kernel [--force | --status]         build the custom 6.1 kernel (io.latency, io.prio.class)
 
 Layout (see README.md): images in ${IO_ISOLATION_LAB_CACHE:-~/.cache/aiinfra-io_isolation/lab}/
 <guest>-<recipe-hash>/, instances (persistent data disks + per-boot run dir) in
@@ -441,7 +446,7 @@ def build_image(guest: str, force: bool = False) -> Path:
         timings["mmdebstrap_s"] = round(time.monotonic() - t0, 1)
 
         # Direct kernel boot: the kernel and initramfs are taken out of the
-        # image; the guest's /boot is never read at boot (see lab-notes).
+        # image; the guest's /boot is never read at boot (docs/kernel-files.md, "The lab's guests").
         kernels = sorted((rootfs / "boot").glob("vmlinuz-*"))
         initrds = sorted((rootfs / "boot").glob("initrd.img-*"))
         if len(kernels) != 1 or len(initrds) != 1:
@@ -795,18 +800,96 @@ def settle(st: dict, inst: Instance) -> float:
     return round(time.monotonic() - t0, 1)
 
 
+CUSTOM_KERNEL = "linux-6.1-iolatency-ioprio"  # <name>.bzImage + <name>.config
+BUILD_KERNEL_SCRIPT = LAB_DIR / "build-kernel.sh"
+CUSTOM_KERNEL_HOWTO = (
+    "build it with `make lab-kernel` (tests/lab/build-kernel.sh; needs the Debian package "
+    "linux-source-6.1, installed with apt when missing; about 22 minutes on 2 cores) or set "
+    f"IO_ISOLATION_LAB_KERNELS to a directory holding {CUSTOM_KERNEL}.bzImage. Without it the "
+    "scenarios and benchmarks that boot `--kernel custom` - the io.latency and io.prio.class checks "
+    "on a real kernel - cannot run; everything else uses Debian's kernels, which lack those files")
+
+
+def kernel_cache() -> Path:
+    return cache_root() / "kernels"
+
+
+def custom_kernel_status() -> tuple[Path | None, str]:
+    """Where the 6.1 kernel with io.latency/io.prio.class is, without building or copying anything.
+
+    (path, "IO_ISOLATION_LAB_KERNELS" | "cache" | "seed") or (None, why not). Order: the
+    explicit directory, the lab cache (`make lab-kernel`), then a prebuilt copy in a
+    `shared/lab-kernels/` beside the clone, which is only ever a seed for the cache."""
+    env = os.environ.get("IO_ISOLATION_LAB_KERNELS")
+    if env:
+        k = Path(env) / f"{CUSTOM_KERNEL}.bzImage"
+        return (k, "IO_ISOLATION_LAB_KERNELS") if k.is_file() else (
+            None, f"{k} not found (IO_ISOLATION_LAB_KERNELS is set)")
+    cached = kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+    if cached.is_file():
+        return cached, "cache"
+    seed = REPO_DIR.parent / "shared" / "lab-kernels" / f"{CUSTOM_KERNEL}.bzImage"
+    if seed.is_file():
+        return seed, "seed"
+    return None, f"{cached} not found"
+
+
+def _install_kernel(bzimage: Path, config: Path | None, copy: bool) -> Path:
+    """Put a kernel (and its .config) into the cache atomically; the bzImage goes last."""
+    dest = kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    for src, dst in ((config, dest.with_suffix(".config")), (bzimage, dest)):
+        if src is None or not src.is_file():
+            continue
+        if copy:
+            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        else:
+            os.replace(src, dst)
+    return dest
+
+
 def find_custom_kernel() -> Path:
-    """The prebuilt 6.1 kernel with io.latency/io.prio.class (shared/lab-kernels)."""
-    cands = []
-    if os.environ.get("IO_ISOLATION_LAB_KERNELS"):
-        cands.append(Path(os.environ["IO_ISOLATION_LAB_KERNELS"]))
-    # CI clones the repo elsewhere with a copy of shared/ beside it.
-    cands += [REPO_DIR.parent / "shared" / "lab-kernels", Path("/work/shared/lab-kernels")]
-    for c in cands:
-        k = c / "linux-6.1-iolatency-ioprio.bzImage"
-        if k.exists():
-            return k
-    die(f"custom kernel not found in {[str(c) for c in cands]}; set IO_ISOLATION_LAB_KERNELS")
+    """The 6.1 kernel with io.latency/io.prio.class for `up --kernel custom`, or die saying how to get it."""
+    k, source = custom_kernel_status()
+    if k is None:
+        die(f"no custom kernel: {source}; {CUSTOM_KERNEL_HOWTO}")
+    if source != "seed":
+        return k
+    with locked(cache_root() / "kernels.lock"):
+        dest = kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+        if not dest.is_file():
+            log(f"seeding the kernel cache with the prebuilt {k} (copied once into {dest.parent}; "
+                "`make lab-kernel` would build the same)")
+            _install_kernel(k, k.with_suffix(".config"), copy=True)
+    return dest
+
+
+def cmd_kernel(a) -> None:
+    if a.status:
+        k, source = custom_kernel_status()
+        if k is None:
+            print(f"custom kernel: missing ({source}); {CUSTOM_KERNEL_HOWTO}")
+            sys.exit(1)
+        print(f"custom kernel: {k} ({'copied into the cache at first use' if source == 'seed' else source})")
+        return
+    dest = kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+    with locked(cache_root() / "kernels.lock"):
+        if dest.is_file() and not a.force:
+            print(f"custom kernel: {dest} is already there (`lab.py kernel --force` rebuilds it)")
+            return
+        # The build tree (about 1.5 GB) stays after a failure, so a rerun continues from it.
+        work = kernel_cache() / ".build"
+        work.mkdir(parents=True, exist_ok=True)
+        log(f"building the custom kernel in {work} (about 22 minutes on 2 cores)")
+        t0 = time.monotonic()
+        r = subprocess.run(["bash", str(BUILD_KERNEL_SCRIPT), str(work)], check=False)
+        if r.returncode != 0:
+            die(f"kernel build failed (rc={r.returncode}); the build tree is kept in {work}")
+        _install_kernel(work / "bzImage", work / "config", copy=False)
+        shutil.rmtree(work)
+    print(f"custom kernel: {dest} (built in {(time.monotonic() - t0) / 60:.1f} min)")
 
 
 def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool) -> list[str]:
@@ -1153,11 +1236,23 @@ def cmd_instance_config(a) -> None:
     print(json.dumps(out, indent=2))
 
 
+def _portable_paths(text: str) -> str:
+    """text with this machine's lab paths spelled as a user would (~/.cache/..., $IO_ISOLATION_LAB_*),
+    so that a recorded command line names no home directory."""
+    home = str(Path.home())
+    subst = [(str(state_root()), "$IO_ISOLATION_LAB_STATE") if os.environ.get("IO_ISOLATION_LAB_STATE") else None,
+             (str(cache_root()), "$IO_ISOLATION_LAB_CACHE") if os.environ.get("IO_ISOLATION_LAB_CACHE") else None,
+             (home, "~") if home != "/" else None]
+    for old, new in filter(None, subst):
+        text = re.sub(rf"(?<![^\s=,:']){re.escape(old)}(?=/)", lambda _m, new=new: new, text)
+    return text
+
+
 def cmd_observe(a) -> None:
     inst = Instance(a.name)
     st = inst.running_state()
     # One SSH session runs every command (bash -s), printing each as
-    # "$ cmd", its output and "[rc=N]", like shared/reference/observed/*.
+    # "$ cmd", its output and "[rc=N]", like tests/observed/*.txt.
     script = ["exec 2>&1"]
     for c in OBSERVE_COMMANDS:
         script += [f"echo {shlex.quote('$ ' + c)}", f"( {c} )", 'echo "[rc=$?]"', "echo"]
@@ -1167,7 +1262,7 @@ def cmd_observe(a) -> None:
     header = (f"# Observed by `tests/lab/lab.py observe` on instance {inst.name}: guest {st['guest']}, "
               f"kernel {st.get('uname_r')}, {st['accel']}, up flags {flags}\n"
               f"# QEMU data disks (instance-wide; nvme-mp only with --multipath): {disks}\n"
-              f"# QEMU command line: {shlex.join(st['argv'])}\n\n")
+              f"# QEMU command line: {_portable_paths(shlex.join(st['argv']))}\n\n")
     Path(a.outfile).write_text(header + r.stdout)
     print(f"wrote {a.outfile} ({len(r.stdout.splitlines())} lines, ssh rc={r.returncode})")
 
@@ -1195,7 +1290,8 @@ def main(argv=None) -> None:
     s.add_argument("--multipath", action="store_true",
                    help="add an NVMe subsystem with two controllers sharing one namespace")
     s.add_argument("--kernel", default="debian",
-                   help="debian (the image's, with initrd), custom (shared/lab-kernels 6.1), or a bzImage path")
+                   help="debian (the image's, with initrd), custom (6.1 with io.latency/io.prio.class, "
+                        "see `kernel`), or a bzImage path")
     s.add_argument("--timeout", type=float, default=420, help="seconds to wait for SSH")
     s.add_argument("--boot-attempts", type=int, default=1,
                    help="power-cycle and boot again (fresh root overlay) when SSH does not answer in time")
@@ -1223,6 +1319,11 @@ def main(argv=None) -> None:
     s = sub.add_parser("instance-config", help="print molecule instance_config entries for running VMs")
     s.add_argument("names", nargs="+")
     s.set_defaults(func=cmd_instance_config)
+    s = sub.add_parser("kernel", help="build the custom 6.1 kernel (io.latency, io.prio.class) into the cache")
+    s.add_argument("--force", action="store_true", help="rebuild even if the cache has one")
+    s.add_argument("--status", action="store_true",
+                   help="only say whether one is available (exit 0) or not (exit 1); builds nothing")
+    s.set_defaults(func=cmd_kernel)
     s = sub.add_parser("observe", help="capture the guest's block/NVMe layout into a file")
     s.add_argument("name")
     s.add_argument("outfile")

@@ -2,7 +2,7 @@
 # Copyright (c) 2026 aiinfra.io_isolation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""_codecs against real kernel output (shared/reference/observed/*.txt: Debian 6.1, 6.12, custom 6.1).
+"""_codecs against real kernel output (tests/observed/*.txt: Debian 6.1, 6.12, custom 6.1).
 
 Each observed file is a transcript of ``$ command`` / output / ``[rc=N]`` blocks. Every read-back
 of a file we have a codec for must parse; every write the kernel accepted must validate (except
@@ -11,8 +11,8 @@ EACCES on a read-only file) must be refused by validate(); a read-back right aft
 write must match normalize(); and format() of every parsed state must give a string the kernel
 accepted (the same as, or of the same shape as, an observed accepted write).
 
-The directory is ``$IO_ISOLATION_SHARED/reference/observed`` when that variable is set, else
-``<repo>/../shared/reference/observed``. A missing directory is a failure, not a skip.
+The transcripts are part of the repository (``tests/observed/``, provenance in its README.md).
+A missing directory is a failure, not a skip.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -29,8 +29,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
-SHARED = os.environ.get("IO_ISOLATION_SHARED") or os.path.join(REPO, "..", "shared")
-OBSERVED = os.path.join(SHARED, "reference", "observed")
+OBSERVED = os.path.join(REPO, "tests", "observed")
 
 # Writes the kernel accepts that validate() refuses on purpose: (codec name, written text) -> why.
 DELIBERATE_REJECTS = {
@@ -108,8 +107,8 @@ def read_transcript(path):
 
 def transcripts():
     if not os.path.isdir(OBSERVED):
-        pytest.fail("observed kernel outputs not found at %s: check out shared/ next to the repository or "
-                    "set IO_ISOLATION_SHARED to the shared/ directory" % OBSERVED)
+        pytest.fail("observed kernel outputs not found at %s: they are part of the repository "
+                    "(tests/observed/*.txt); restore them with git" % OBSERVED)
     paths = sorted(glob.glob(os.path.join(OBSERVED, "*.txt")))
     if not paths:
         pytest.fail("no *.txt transcripts in %s" % OBSERVED)
@@ -218,7 +217,7 @@ def test_summary_lines_parse():
 
 
 def test_observed_specifics():
-    """Spot checks of shapes the reference text does not show."""
+    """Spot checks of shapes the kernel documentation does not show."""
     seen = [(codec, codec.parse(text)) for _b, codec, text in readbacks()]
     stat = [p for codec, p in seen if codec is c.IO_STAT and "7:7" in p]
     assert stat and all(p["7:7"] == {} for p in stat)                    # empty device lines (6.1)
