@@ -807,7 +807,7 @@ def results(plans, reconciled, params, check_mode):
         entry = {
             "device": ctx.record.as_dict(),
             "changed": bool(own_keys & changed_keys),
-            "values": values,
+            "held": values,
             "warnings": notes,
             "persisted_to": plan.rule_path if state == "present" else None,
         }

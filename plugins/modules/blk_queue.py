@@ -220,7 +220,7 @@ devices:
     changed:
       description: Whether this disk's queue or rule changed (or would, in check mode).
       type: bool
-    values:
+    held:
       description:
         - What the kernel holds after the call for every attribute the module knows (V(null) where the disk has no
           such file). In check mode, what it holds now.

@@ -690,8 +690,7 @@ def on_signal(sig, _frame):
     note({"signal": sig})
     if sig in cfg.get("ignore", []):
         return
-    sys.stdout.write(final["text"])
-    sys.stdout.flush()
+    os.write(1, final["text"].encode())  # not sys.stdout: the main loop may be inside its write()
     os._exit(cfg.get("signal_rc", 0))
 signal.signal(signal.SIGINT, on_signal)
 signal.signal(signal.SIGTERM, on_signal)

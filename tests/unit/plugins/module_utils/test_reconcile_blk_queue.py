@@ -93,7 +93,7 @@ def lab61(tmp_path):
 
 
 def values(result, index=0):
-    return result[0]["devices"][index]["values"]
+    return result[0]["devices"][index]["held"]
 
 
 # -- order and kernel normalisation ----------------------------------------------------------
@@ -312,8 +312,8 @@ def test_bio_based_disks_refuse_request_queue_attributes(lab, attr, value):
 
 def test_bio_based_disks_take_read_ahead(lab):
     result, _w = lab.run([{"device": "/dev/mapper/vg0-lv0", "read_ahead_kb": 256}], persist=False)
-    assert result["devices"][0]["values"]["read_ahead_kb"] == 256
-    assert result["devices"][0]["values"]["nr_requests"] == 128      # fake bio queue: readable, not settable
+    assert result["devices"][0]["held"]["read_ahead_kb"] == 256
+    assert result["devices"][0]["held"]["nr_requests"] == 128      # fake bio queue: readable, not settable
 
 
 def test_a_queue_file_the_kernel_lacks_is_named(lab):
@@ -370,7 +370,7 @@ def test_check_mode_writes_nothing_and_shows_the_plan(lab):
     assert result["changed"] and lab.sim.writes == [] and lab.etc() == []
     # nr_requests already reads 1023 but is planned: the switch would reset it.
     assert result["diff"]["after"]["nvme0n1"] == {"scheduler": "mq-deadline", "nr_requests": 1023}
-    assert result["devices"][0]["values"]["scheduler"] == "none"
+    assert result["devices"][0]["held"]["scheduler"] == "none"
     assert result["devices"][0]["warnings"] == []
 
 
@@ -447,7 +447,7 @@ def test_a_disk_without_stable_identity_cannot_be_persisted(tmp_path):
     assert "loop0 has no stable identity" in exc.value.msg and "persist=false" in exc.value.msg
     assert sim.writes == []
     result, _w = bq_run(sim, [{"device": "loop0", "nomerges": 2}], persist=False)
-    assert result["devices"][0]["values"]["nomerges"] == 2 and result["persisted_to"] == []
+    assert result["devices"][0]["held"]["nomerges"] == 2 and result["persisted_to"] == []
 
 
 def bq_run(sim, entries, **params):
@@ -465,7 +465,7 @@ def test_absent_removes_the_rule_and_leaves_live_values(lab):
     assert lab.sim.writes == [] and lab.etc() == []
     assert result["changed"] and result["devices"][0]["removed"].startswith(bq.RULES_DIR)
     assert result["devices"][1]["removed"] is None and result["devices"][1]["changed"] is False
-    assert result["devices"][0]["values"]["scheduler"] == "mq-deadline" and lab.q["nvme0n1"].elevator == "mq-deadline"
+    assert result["devices"][0]["held"]["scheduler"] == "mq-deadline" and lab.q["nvme0n1"].elevator == "mq-deadline"
     assert any("live values stay as they are" in w and "scheduler=mq-deadline" in w for w in warnings)
     assert lab.run([{"device": "lab-nvme-a"}], state="absent")[0]["changed"] is False
 
@@ -548,7 +548,7 @@ def test_any_start_converges_in_one_run(kernel, start_sched, start_wbt, iocost, 
         lab.sim.writes[:] = []
         again, _w = lab.run([entry])
         assert again["changed"] is False and lab.sim.writes == [], (entry, again["diff"])
-        held = again["devices"][0]["values"]
+        held = again["devices"][0]["held"]
         if nr is not None:
             assert held["nr_requests"] == max(nr, 4)
         if sched is not None:

@@ -64,11 +64,11 @@ def test_several_disks_in_one_call_with_shared_defaults(lab):
     assert result["changed"] and result["persisted_to"] == [NVME_A_RULE, VIRTIO_RULE]
     a, data = result["devices"]
     assert a["device"]["name"] == "nvme0n1" and data["device"]["serial"] == "lab-virtio-data"
-    assert a["values"] == {"scheduler": "mq-deadline", "nr_requests": 2048, "wbt_lat_usec": 2000, "max_sectors_kb": 512,
-                           "read_ahead_kb": 4096, "rq_affinity": 2, "nomerges": 0, "iostats": True,
-                           "add_random": False}
-    assert data["values"]["scheduler"] == "kyber" and data["values"]["iostats"] is False
-    assert data["values"]["read_ahead_kb"] == 4096 and a["persisted_to"] == NVME_A_RULE
+    assert a["held"] == {"scheduler": "mq-deadline", "nr_requests": 2048, "wbt_lat_usec": 2000, "max_sectors_kb": 512,
+                         "read_ahead_kb": 4096, "rq_affinity": 2, "nomerges": 0, "iostats": True,
+                         "add_random": False}
+    assert data["held"]["scheduler"] == "kyber" and data["held"]["iostats"] is False
+    assert data["held"]["read_ahead_kb"] == 4096 and a["persisted_to"] == NVME_A_RULE
     assert lab.q["vdb"].loaded == ["kyber"]
     assert result["diff"]["before"]["nvme0n1"]["scheduler"] == "none"
     assert result["diff"]["after"]["vdb"] == {"scheduler": "kyber", "nr_requests": 512, "read_ahead_kb": 4096,
@@ -82,7 +82,7 @@ def test_several_disks_in_one_call_with_shared_defaults(lab):
 def test_single_device_form_and_warnings(lab):
     result = lab.run(device="259:1", nr_requests=2, read_ahead_kb=130, add_random=False, persist=False)
     assert result["changed"] and result["persisted_to"] == [] and etc_files(lab) == []
-    assert result["devices"][0]["values"]["nr_requests"] == 4 and result["devices"][0]["values"]["read_ahead_kb"] == 128
+    assert result["devices"][0]["held"]["nr_requests"] == 4 and result["devices"][0]["held"]["read_ahead_kb"] == 128
     assert any("BLKDEV_MIN_RQ" in w for w in lab.warnings) and any("pages" in w for w in lab.warnings)
     assert result["devices"][0]["warnings"] == lab.warnings
 
@@ -91,7 +91,7 @@ def test_check_mode_writes_nothing_anywhere(lab):
     before = kernel_state(lab)
     result = lab.run(devices=DEVICES, _ansible_check_mode=True)
     assert result["changed"] and lab.sim.writes == [] and etc_files(lab) == []
-    assert kernel_state(lab) == before and result["devices"][0]["values"]["scheduler"] == "none"
+    assert kernel_state(lab) == before and result["devices"][0]["held"]["scheduler"] == "none"
     assert result["diff"]["after"]["nvme0n1"]["nr_requests"] == 2048
     assert result["persisted_to"] == [NVME_A_RULE, VIRTIO_RULE]
 
@@ -101,7 +101,7 @@ def test_absent_removes_the_rules_and_reports_the_live_values(lab):
     result = lab.run(devices=[{"device": "lab-nvme-a"}, {"device": "lab-virtio-data"}], state="absent")
     assert result["changed"] and etc_files(lab) == [] and result["persisted_to"] == []
     assert [d["removed"] for d in result["devices"]] == [NVME_A_RULE, VIRTIO_RULE]
-    assert result["devices"][0]["values"]["scheduler"] == "mq-deadline"     # left as it is until the next boot
+    assert result["devices"][0]["held"]["scheduler"] == "mq-deadline"     # left as it is until the next boot
     assert any("live values stay as they are" in w for w in lab.warnings)
     assert result["diff"]["after"] == {NVME_A_RULE: None, VIRTIO_RULE: None}
     assert lab.run(device="lab-nvme-a", state="absent")["changed"] is False
