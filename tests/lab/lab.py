@@ -814,6 +814,11 @@ def kernel_cache() -> Path:
     return cache_root() / "kernels"
 
 
+def cached_kernel() -> Path:
+    """Where `lab.py kernel` (or a seed) puts the custom bzImage; its .config sits beside it."""
+    return kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+
+
 def custom_kernel_status() -> tuple[Path | None, str]:
     """Where the 6.1 kernel with io.latency/io.prio.class is, without building or copying anything.
 
@@ -825,7 +830,7 @@ def custom_kernel_status() -> tuple[Path | None, str]:
         k = Path(env) / f"{CUSTOM_KERNEL}.bzImage"
         return (k, "IO_ISOLATION_LAB_KERNELS") if k.is_file() else (
             None, f"{k} not found (IO_ISOLATION_LAB_KERNELS is set)")
-    cached = kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+    cached = cached_kernel()
     if cached.is_file():
         return cached, "cache"
     seed = REPO_DIR.parent / "shared" / "lab-kernels" / f"{CUSTOM_KERNEL}.bzImage"
@@ -836,7 +841,7 @@ def custom_kernel_status() -> tuple[Path | None, str]:
 
 def _install_kernel(bzimage: Path, config: Path | None, copy: bool) -> Path:
     """Put a kernel (and its .config) into the cache atomically; the bzImage goes last."""
-    dest = kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+    dest = cached_kernel()
     dest.parent.mkdir(parents=True, exist_ok=True)
     for src, dst in ((config, dest.with_suffix(".config")), (bzimage, dest)):
         if src is None or not src.is_file():
@@ -858,7 +863,7 @@ def find_custom_kernel() -> Path:
     if source != "seed":
         return k
     with locked(cache_root() / "kernels.lock"):
-        dest = kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+        dest = cached_kernel()
         if not dest.is_file():
             log(f"seeding the kernel cache with the prebuilt {k} (copied once into {dest.parent}; "
                 "`make lab-kernel` would build the same)")
@@ -874,7 +879,7 @@ def cmd_kernel(a) -> None:
             sys.exit(1)
         print(f"custom kernel: {k} ({'copied into the cache at first use' if source == 'seed' else source})")
         return
-    dest = kernel_cache() / f"{CUSTOM_KERNEL}.bzImage"
+    dest = cached_kernel()
     with locked(cache_root() / "kernels.lock"):
         if dest.is_file() and not a.force:
             print(f"custom kernel: {dest} is already there (`lab.py kernel --force` rebuilds it)")
