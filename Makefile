@@ -19,13 +19,13 @@ export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup apt venv tree unit sanity lint build docs docs-check changelog-check py39-check lab-images lab-kernel lab-test test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke
+.PHONY: help setup apt venv tree unit sanity lint build docs docs-check changelog-check py39-check lab-images lab-kernel lab-test test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test"
 	@echo "make unit | sanity | py39-check | lint | build | docs-check | docs | changelog-check | test-newest | lab-test | bench-isolation-smoke"
-	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | clean"
+	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -112,11 +112,17 @@ demo: setup
 bench-calibration: lab-images
 	$(BIN)/python benchmarks/calibration/compare.py $(BENCH_ARGS)
 
-# Benchmark (not a test): an inference reader against a training antagonist on one lab NVMe disk,
-# under no isolation, iocost defaults, the roles, and the roles with a calibrated model; 3 repeats
-# (about 45 minutes under TCG). Report: .cache/bench-isolation/report.html (docs/isolation.md).
+# Benchmark (not a test): an inference reader against a training antagonist on one device-bound lab
+# NVMe disk, under no isolation, iocost defaults, the roles, and the roles with a calibrated model;
+# 3 repeats, then the QoS sweep (trade-off plots). Report: .cache/bench-isolation/report.html
+# (docs/isolation.md).
 bench-isolation: lab-images
 	$(BIN)/python benchmarks/isolation/bench.py $(BENCH_ARGS)
+
+# How the lab disk's capacity was chosen: each job alone, unthrottled (the emulator's ceiling) and
+# device-bound (docs/isolation.md, "The lab disk").
+bench-ceiling: lab-images
+	$(BIN)/python benchmarks/isolation/ceiling.py $(BENCH_ARGS)
 
 # The same benchmark cut to one configuration and a few seconds, so that it cannot rot (make test).
 bench-isolation-smoke: lab-images

@@ -26,9 +26,12 @@ def sh(argv, **kw):
         raise
 
 
-def add_vm_args(ap, guest, name):
+def add_vm_args(ap, guest, name, disk_capacity="none"):
     ap.add_argument("--guest", default=guest)
     ap.add_argument("--name", default=name)
+    ap.add_argument("--disk-capacity", default=disk_capacity,
+                    help="the lab NVMe drives' capacity: device-bound (lab.py's, the disk and not the emulator's "
+                         "CPU is the bottleneck), IOPS,BYTES_PER_S for both, or none; default %(default)s")
     ap.add_argument("--reuse", action="store_true", help="use a running VM of that name")
     ap.add_argument("--keep", action="store_true", help="leave the VM running")
 
@@ -36,10 +39,14 @@ def add_vm_args(ap, guest, name):
 @contextlib.contextmanager
 def vm(a):
     """The benchmark's VM from the options of add_vm_args: booted (after removing a stale one of that
-    name) unless --reuse, shut down and its disks removed afterwards unless --keep."""
+    name) unless --reuse, both NVMe drives with --disk-capacity, shut down and its disks removed
+    afterwards unless --keep."""
     if not a.reuse:
         sh(LAB + ["down", a.name, "--purge"], capture_output=True)
-        sh(LAB + ["up", a.guest, "--name", a.name, "--boot-attempts", "2"])
+        caps = {"none": [], "device-bound": ["--device-bound"]}.get(a.disk_capacity)
+        if caps is None:
+            caps = ["--disk-capacity=%s=%s" % (drive, a.disk_capacity) for drive in ("nvme-a", "nvme-b")]
+        sh(LAB + ["up", a.guest, "--name", a.name, "--boot-attempts", "2"] + caps)
     try:
         yield a.name
     finally:
@@ -59,6 +66,16 @@ def guest_script(name, script, args):
         raise SystemExit("%s %s failed (rc %d): %s" % (os.path.basename(script), " ".join(words[:1]), res.returncode,
                                                        res.stderr.strip()[-2000:]))
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def disk_capacity(name, serial):
+    """The capacity the running lab VM gives the drive with that serial ({"iops", "bps"}), None if unthrottled:
+    read back from lab.py, which set it."""
+    configs = json.loads(sh(LAB + ["instance-config", name], capture_output=True).stdout)
+    for key, cap in (configs[0].get("disk_capacity") or {}).items():
+        if serial.endswith(key):
+            return cap
+    return None
 
 
 def accel():

@@ -18,6 +18,14 @@ vrate stays above 500% for 10 s, and a user QoS written later keeps that class. 
 their QoS right after the reboot, as on a freshly booted host, so they run with the class the
 kernel picks first (ssd_dfl); iocost_default, last, gets to step.
 
+The disk is device-bound by default: both lab NVMe drives get a fixed capacity (--disk-capacity,
+QEMU block throttling), so the emulated disk, not the emulator's CPU, is what the tenants share -
+as on a saturated real NVMe. The calibration must recover that capacity (the report compares the
+model with it). --sweep then re-runs every pair under the calibrated model with each QoS setting of
+SWEEP written in turn: the trade-off plots (antagonist share against reader p99 / solo). The
+recorded run on the unthrottled disk (--unthrottled-reference) is the report's second table: what
+TCG alone shows.
+
 Writes results.json, results.md, report.html and the plots under --out (report.py).
 
   .venv/bin/python benchmarks/isolation/bench.py              (or: make bench-isolation)
@@ -35,17 +43,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import report  # noqa: E402  pylint: disable=wrong-import-position
-from labvm import LAB, accel, add_vm_args, ansible_playbook, guest_script, sh, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
+from labvm import (LAB, accel, add_vm_args, ansible_playbook, disk_capacity, guest_script, sh, vm,  # noqa: E402  pylint: disable=wrong-import-position
+                   write_inventory)
 
 CONFIGS = ("none", "roles", "roles_calibrated", "iocost_default")
 LABELS = {"none": "no isolation", "iocost_default": "iocost, kernel model, weights 1000:100",
           "roles": "roles, defaults", "roles_calibrated": "roles + calibrated model"}
 READERS = ("randread4k", "seqread128k")
-ANTAGONISTS = ("seqwrite1m", "randread64", "buffered")
+ANTAGONISTS = ("seqwrite1m", "randread64", "uring_sqpoll", "buffered")
+EXPERIMENTS = ("randread64_idle", "uring_sqpoll_idle")   # --antagonists only: ioprio's effect
 DEVICE = "lab-nvme-b"        # the disk both tenants share
 CALIBRATE = "lab-nvme-a"     # blank, same model/firmware/capacity: its entry applies to lab-nvme-b
 MOUNT = "/srv/bench"
 FILES = {"reader.dat": 256, "ckpt.dat": 256, "buffered.dat": 256}
+# The recorded run on the unthrottled disk (what TCG alone shows), the report's second table.
+UNTHROTTLED = os.path.join(HERE, "results", "2026-12-01-debian12-tcg-final-results.json")
+# QoS settings the sweep writes (iocost's io.cost.qos keys); the roles' default is added to them.
+SWEEP = ({"rlat": 500}, {"rlat": 1000}, {"rlat": 5000}, {"rlat": 10000},
+         {"min": 1}, {"min": 30}, {"min": 60})
+ROLE_DEFAULTS = os.path.join(REPO, "roles", "io_baseline", "defaults", "main.yml")
 
 
 class Lab:
@@ -113,6 +129,48 @@ def calibrate(lab, db):
                               {"io_isolation_calibration_dir": db}), 1)
 
 
+def calibrated_model(db):
+    """The iocost model of the calibration database's entry (one hardware class in the lab), or None."""
+    for name in sorted(os.listdir(db)) if os.path.isdir(db) else []:
+        if name.endswith(".json"):
+            with open(os.path.join(db, name)) as f:
+                entry = json.load(f)
+            return entry.get("iocost_model")
+    return None
+
+
+def versus_capacity(model, capacity):
+    """Each calibrated coefficient against the throttle it should recover: {key: {model, capacity, error}}."""
+    if not model or not capacity:
+        return None
+    out = {}
+    for key in ("rbps", "wbps", "rseqiops", "rrandiops", "wseqiops", "wrandiops"):
+        want = capacity["bps"] if key.endswith("bps") else capacity["iops"]
+        got = model.get(key)
+        out[key] = {"model": got, "capacity": want,
+                    "error": None if got is None else round((float(got) - want) / want, 4)}
+    return out
+
+
+def role_qos():
+    """The roles' default QoS (io_baseline_iocost_qos), read from the role, not copied."""
+    import yaml  # the controller's virtualenv has it (ansible-core)
+    with open(ROLE_DEFAULTS) as f:
+        return yaml.safe_load(f)["io_baseline_iocost_qos"]
+
+
+def qos_line(qos):
+    return "enable=1 ctrl=user " + " ".join("%s=%s" % (k, qos[k]) for k in ("rpct", "rlat", "wpct", "wlat", "min", "max"))
+
+
+def sweep_points():
+    base = role_qos()
+    points = [("default", base)]
+    for change in SWEEP:
+        points.append((",".join("%s=%s" % kv for kv in sorted(change.items())), dict(base, **change)))
+    return points
+
+
 def cells_for(config, first, readers, antagonists):
     cells = []
     if first:
@@ -136,6 +194,16 @@ def smoke_check(results):
                 problems.append("no io.pressure for inference.slice")
             if not run.get("vrate"):
                 problems.append("no cost.vrate sampled while iocost was on")
+    cap = results.get("meta", {}).get("disk_capacity")
+    if not cap:
+        problems.append("the disk was not device-bound (no capacity recorded for %s)" % DEVICE)
+    else:
+        for run in results["runs"]:
+            bw = (run.get("antagonist_stats") or {}).get("bw_bytes") if not run.get("reader") else None
+            # QEMU's burst allowance and fio's ramp make a little over the capacity possible, not more.
+            if bw and bw > 1.15 * cap["bps"]:
+                problems.append("%s alone moved %.0f MB/s on a disk of %.0f MB/s: the throttle is not in force"
+                                % (run["antagonist"], bw / 1e6, cap["bps"] / 1e6))
     st = results["settings"]["roles"]
     if "enable=1" not in (st.get("io.cost.qos") or ""):
         problems.append("the roles did not enable iocost on %s: %s" % (DEVICE, st.get("io.cost.qos")))
@@ -145,9 +213,23 @@ def smoke_check(results):
     return problems
 
 
+def sweep(lab, a, db, readers, antagonists, results):
+    """Every pair under the calibrated model, once per QoS point; ratios against the main run's solos."""
+    apply(lab, "roles_calibrated", False, db, a.roles_vars)
+    results["sweep"] = {"points": [], "seconds": a.sweep_seconds}
+    for label, qos in sweep_points():
+        wrote = lab.guest("qos", {"serial": DEVICE, "qos": qos_line(qos)})
+        spec = {"serial": DEVICE, "mount": MOUNT, "seconds": a.sweep_seconds, "ramp": a.ramp,
+                "cells": cells_for("sweep", False, readers, antagonists)}
+        t0 = time.time()
+        got = lab.guest("cells", spec)
+        results["sweep"]["points"].append({"label": label, "qos": qos, "line": wrote["after"], "cells": got["cells"]})
+        print("sweep %s: %s, %d runs in %.0f s" % (label, wrote["after"], len(got["cells"]), time.time() - t0), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_vm_args(ap, "debian12", "bench-iso")
+    add_vm_args(ap, "debian12", "bench-iso", "device-bound")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=15, help="measured seconds per fio run")
     ap.add_argument("--ramp", type=int, default=2, help="seconds each fio job runs before it measures")
@@ -159,31 +241,46 @@ def main():
     ap.add_argument("--calibration-db", help="an existing calibration database directory (else calibrate)")
     ap.add_argument("--smoke", action="store_true",
                     help="one configuration (roles), one reader and antagonist, 3 s runs, one repeat")
+    ap.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True,
+                    help="afterwards, every pair under the calibrated model with each QoS of SWEEP (trade-off plots; "
+                         "needs the roles_calibrated configuration)")
+    ap.add_argument("--sweep-seconds", type=int, default=8, help="measured seconds per fio run in the sweep")
+    ap.add_argument("--unthrottled-reference", default=UNTHROTTLED,
+                    help="results.json of a run on the unthrottled disk, shown as the second table (or none)")
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-isolation"))
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     if a.smoke:
         a.configs, a.readers, a.antagonists, a.repeats, a.seconds, a.ramp = "roles", "randread4k", "seqwrite1m", 1, 3, 1
+        a.sweep = False
     configs = [c for c in CONFIGS if c in a.configs.split(",")]
     readers, antagonists = a.readers.split(","), a.antagonists.split(",")
     for n in readers + antagonists:
-        if n not in READERS + ANTAGONISTS:
+        if n not in READERS + ANTAGONISTS + EXPERIMENTS:
             raise SystemExit("unknown profile %s" % n)
     os.makedirs(a.out, exist_ok=True)
     db = a.calibration_db or os.path.join(a.out, "calibration-db")
     lab = Lab(a.name, a.out)
     t_start = time.time()
     results = {"meta": {"guest": a.guest, "seconds": a.seconds, "ramp": a.ramp, "repeats": a.repeats,
-                        "device": DEVICE, "roles_vars": a.roles_vars, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                        "device": DEVICE, "roles_vars": a.roles_vars,
+                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                "configs": configs, "config_labels": LABELS, "readers": readers, "antagonists": antagonists,
                "runs": [], "settings": {}, "timings": {"apply": {}, "cells": {}}}
     with vm(a):
         lab.write_inventory()
+        results["meta"]["disk_capacity"] = capacity = disk_capacity(a.name, DEVICE)
+        print("disk %s: %s" % (DEVICE, "capacity %(iops)s IOPS, %(bps)s B/s (QEMU throttling)" % capacity
+                               if capacity else "unthrottled"), flush=True)
         prep = lab.guest("prepare", {"serial": DEVICE, "mount": MOUNT, "files": FILES})
         print("prepared %s on %s (filled %s)" % (MOUNT, prep["device"], prep["made"] or "nothing"), flush=True)
         if "roles_calibrated" in configs:
             took = calibrate(lab, db)
             print("calibration database %s (%s)" % (db, "calibrated in %s s" % took if took else "reused"), flush=True)
+            results["calibration"] = {"model": calibrated_model(db), "seconds": took}
+            results["calibration"]["versus_capacity"] = versus_capacity(results["calibration"]["model"],
+                                                                        capacity)
+            print("calibrated model %s" % json.dumps(results["calibration"]), flush=True)
         fresh = not a.reuse
         for rep in range(1, a.repeats + 1):
             for i, config in enumerate(configs):
@@ -204,7 +301,13 @@ def main():
                         print(json.dumps(c)[:400], flush=True)
                 print("repeat %d %s: applied in %s s, %d runs in %.0f s" % (
                     rep, config, took, len(got["cells"]), time.time() - t0), flush=True)
+        if a.sweep and "roles_calibrated" in configs:
+            sweep(lab, a, db, readers, antagonists, results)
     results["meta"]["accel"] = accel()
+    if a.unthrottled_reference not in ("", "none") and not a.smoke:
+        with open(a.unthrottled_reference) as f:
+            results["unthrottled"] = dict(json.load(f), source=os.path.relpath(a.unthrottled_reference, REPO))
+        results["unthrottled"].pop("summary", None)
     results["timings"]["total"] = round(time.time() - t_start, 1)
     written = report.write(results, a.out)
     print(written["markdown"])

@@ -4,11 +4,14 @@
 
   prepare  {"serial", "mount", "files"}  ext4 on the disk with that serial (made when the disk has
            no signature), mounted at `mount`, with `files` ({name: MiB}) filled once by fio
+  qos      {"serial", "qos"}  write iocost's QoS line for the disk (the benchmark's QoS sweep varies
+           only that knob); prints the line before and after
   cells    {"mount", "serial", "seconds", "ramp", "cells": [{"reader", "antagonist"}]}
            each cell: the antagonist in training.slice and the reader in inference.slice, started
            together as transient units with systemd-run (no --wait: it needs D-Bus), polled until
            both end; prints one JSON line with every cell's fio figures, the slices' io.pressure
-           over the cell, iocost's cost.vrate sampled twice a second, and the settings in force.
+           and io.stat (bytes and I/Os charged to each slice) over the cell, the threads of each
+           job's unit, iocost's cost.vrate sampled twice a second, and the settings in force.
 
 Standard library only; fio with JSON output; no shell.
 """
@@ -39,7 +42,15 @@ PROFILES = {
     # checkpoint write through the page cache: dirty writeback, where memory.high and the dirty
     # limits act.
     "buffered": ("buffered.dat", ["--rw=write", "--bs=1M", "--direct=0", "--ioengine=psync"]),
+    # the shuffle again, through io_uring with a kernel SQ polling thread: the shape said to
+    # "bypass the scheduler"; the same reads as randread64, so any difference is SQPOLL's.
+    "uring_sqpoll": ("ckpt.dat", ["--rw=randread", "--bs=4k", "--iodepth=64", "--direct=1", "--ioengine=io_uring",
+                                  "--sqthread_poll=1"]),
 }
+# Experiments (not in the default matrix): the shuffles in the idle I/O priority class, to show what
+# ioprio changes under iocost - with the `none` scheduler nothing reads it.
+PROFILES["randread64_idle"] = (PROFILES["randread64"][0], PROFILES["randread64"][1] + ["--prioclass=3"])
+PROFILES["uring_sqpoll_idle"] = (PROFILES["uring_sqpoll"][0], PROFILES["uring_sqpoll"][1] + ["--prioclass=3"])
 
 
 def run(argv, check=True):
@@ -101,6 +112,24 @@ def pressure_total(slice_):
         fields = dict(kv.split("=", 1) for kv in rest.split())
         out[kind] = int(fields["total"])
     return out
+
+
+def io_stat(slice_, majmin):
+    """A slice's io.stat counters for the disk ({"rbytes", "wbytes", "rios", "wios"}), {} without."""
+    line = disk_line("/sys/fs/cgroup/%s/io.stat" % slice_, majmin) or ""
+    return dict((k, int(v)) for k, v in (kv.split("=", 1) for kv in line.split()[1:])
+                if k in ("rbytes", "wbytes", "rios", "wios"))
+
+
+def threads(unit, slice_):
+    """The threads in a unit's cgroup by name (fio's own, io_uring's iou-sqp-*/iou-wrk-*), or None."""
+    tids = (read("/sys/fs/cgroup/%s/%s/cgroup.threads" % (slice_, unit)) or "").split()
+    names = {}
+    for tid in tids:
+        name = (read("/proc/%s/comm" % tid) or "?").strip()
+        name = name.rsplit("-", 1)[0] if name.startswith("iou-") else name  # iou-sqp-<pid> -> iou-sqp
+        names[name] = names.get(name, 0) + 1
+    return names or None
 
 
 def disk_line(path, majmin):
@@ -182,13 +211,14 @@ def cell(spec, c, index, majmin):
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3")
     before = dict((s, pressure_total(s)) for s in SLICES.values())
+    io_before = dict((s, io_stat(s, majmin)) for s in SLICES.values())
     t0 = time.monotonic()
     jobs = {}
     # The antagonist first: the reader meets it already running (both ramp before measuring).
     for role in ("antagonist", "reader"):
         if c.get(role):
             jobs[role] = start(role, c[role], spec, index)
-    samples = []
+    samples, unit_threads = [], {}
     deadline = t0 + spec["seconds"] + spec["ramp"] + 60
     measuring_from = t0 + spec["ramp"] + 0.5
     while True:
@@ -203,9 +233,13 @@ def cell(spec, c, index, majmin):
             v = vrate(majmin)
             if v is not None:
                 samples.append(v)
+            for role, job in jobs.items():
+                if role not in unit_threads:
+                    unit_threads[role] = threads(job[0], SLICES[role])
         time.sleep(0.5)
     wall = time.monotonic() - t0
     after = dict((s, pressure_total(s)) for s in SLICES.values())
+    io_after = dict((s, io_stat(s, majmin)) for s in SLICES.values())
     # A buffered writer leaves dirty pages behind: write them back now, not in the next cell.
     run(["sync"])
     press = {}
@@ -213,9 +247,11 @@ def cell(spec, c, index, majmin):
         if before[s] is not None and after[s] is not None:
             press[s] = dict((k, round(100.0 * (after[s][k] - before[s][k]) / 1e6 / wall, 2)) for k in after[s])
     res = {"reader": c.get("reader"), "antagonist": c.get("antagonist"), "wall": round(wall, 1), "pressure": press,
+           "io": dict((s, dict((k, v - io_before[s].get(k, 0)) for k, v in io_after[s].items())) for s in SLICES.values()),
            "vrate": ({"mean": round(sum(samples) / len(samples), 2), "min": min(samples), "max": max(samples),
                       "n": len(samples)} if samples else None)}
     for role, (unit, out) in jobs.items():
+        res[role + "_threads"] = unit_threads.get(role)
         res[role + "_stats"] = stats(out, role)
         if res[role + "_stats"] is None:
             res[role + "_error"] = "fio wrote no result (%s %s)" % (unit, states.get(role))
@@ -231,9 +267,18 @@ def cells(spec):
     return out
 
 
+def qos(spec):
+    majmin = disk_of(spec["serial"])[1]
+    path = "/sys/fs/cgroup/io.cost.qos"
+    before = disk_line(path, majmin)
+    with open(path, "w") as f:
+        f.write("%s %s" % (majmin, spec["qos"]))
+    return {"before": before, "after": disk_line(path, majmin)}
+
+
 def main():
     action, spec = sys.argv[1], json.loads(base64.b64decode(sys.argv[2]))
-    result = {"prepare": prepare, "cells": cells}[action](spec)
+    result = {"prepare": prepare, "cells": cells, "qos": qos}[action](spec)
     print(json.dumps(result))
 
 

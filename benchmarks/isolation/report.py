@@ -10,9 +10,15 @@ results dict to the functions here:
                                      the reader's p99 as a multiple of its solo p99, the antagonist's bandwidth
                                      as a share of its solo bandwidth, and whether both targets are met
   markdown(results, summary)         GitHub Markdown tables
-  plots(results, summary)            {name: PNG bytes}: latency-<reader> and throughput-<reader>
+  plots(results, summary)            {name: PNG bytes}: latency-<reader>, throughput-<reader> and, with a
+                                     QoS sweep, tradeoff-<reader>
   html(results, summary, images)     one HTML page with the tables and the images inlined
   write(results, outdir)             all of the above into outdir (results.json, results.md, report.html, *.png)
+
+Optional parts of the results, each with its own table: "calibration" (the calibrated model against
+the disk's capacity), "sweep" (every pair once per QoS setting: share against p99 / solo, the
+trade-off plots) and "unthrottled" (a whole results dict of a run on the unthrottled disk, shown as
+a pair table of its own).
 
 Any statistic may be missing in a broken run (a job that failed has null stats); such values are
 skipped in medians and shown as an em dash. The spread is (max - min) / median over the repeats.
@@ -173,7 +179,18 @@ def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
                        and run.get("antagonist") == antagonist]
                 if sel:
                     cells.append(_cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target))
-    return {"targets": {"p99_ratio": p99_ratio_target, "bw_share": bw_share_target}, "solo": solo, "cells": cells}
+    out = {"targets": {"p99_ratio": p99_ratio_target, "bw_share": bw_share_target}, "solo": solo, "cells": cells}
+    sweep = _dict(results.get("sweep"))
+    if sweep.get("points"):
+        out["sweep"] = []
+        for point in sweep["points"]:
+            sel = [dict(c, config=point.get("label")) for c in point.get("cells") or [] if isinstance(c, dict)]
+            for c in sel:
+                if c.get("reader") and c.get("antagonist"):
+                    cell = _cell(point.get("label"), c["reader"], c["antagonist"], [c], solo, p99_ratio_target,
+                                 bw_share_target)
+                    out["sweep"].append(dict(cell, qos=point.get("qos")))
+    return out
 
 
 def _cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target):
@@ -239,7 +256,9 @@ def _meta_line(results):
     parts = ["guest %s" % get("guest"), "kernel %s" % get("kernel"), "fio %s" % get("fio"),
              "%s s per run" % get("seconds"), "%s repeats" % get("repeats"), "accel %s" % get("accel")]
     if meta.get("device"):
-        parts.append("device %s" % meta["device"])
+        cap, known = _dict(meta.get("disk_capacity")), "disk_capacity" in meta  # older runs did not say
+        parts.append("device %s%s" % (meta["device"], ", capacity %s IOPS / %.0f MB/s (QEMU throttling)" % (
+            cap.get("iops"), cap.get("bps", 0) / 1e6) if cap else ", unthrottled" if known else ""))
     if meta.get("date"):
         parts.append(str(meta["date"]))
     if meta.get("roles_vars"):
@@ -316,13 +335,110 @@ def _reader_title(results, summary, reader):
     return "Reader %s (solo p99 %s in %s)" % (reader, fmt_latency(job["p99"]["median"]), _label(results, job["config"]))
 
 
-def markdown(results, summary):
-    """The report as GitHub Markdown: meta line, solo table, one table per reader, the target."""
-    lines = ["## I/O isolation benchmark", "", _meta_line(results), "", "### Solo runs", ""]
-    lines += _md_table(*_solo_table(results, summary))
+def _pairs_table(results, summary):
+    """One row per reader x antagonist, one column per configuration: 'p99 / solo, antagonist share'."""
+    configs = []
+    for cell in summary["cells"]:
+        if cell["config"] not in configs:
+            configs.append(cell["config"])
+    header = ["reader vs antagonist"] + [_label(results, c) for c in configs]
+    rows = []
     for reader in _readers(summary):
-        lines += ["", "### " + _reader_title(results, summary, reader), ""]
-        lines += _md_table(*_reader_table(results, summary, reader))
+        antagonists = []
+        for cell in _cells_for(summary, reader):
+            if cell["antagonist"] not in antagonists:
+                antagonists.append(cell["antagonist"])
+        for antagonist in antagonists:
+            row = ["%s vs %s" % (reader, antagonist)]
+            for config in configs:
+                got = [c for c in _cells_for(summary, reader, antagonist) if c["config"] == config]
+                row.append(DASH if not got else "%s, %s%s" % (
+                    _fmt(got[0]["p99_ratio"], "%.2f" + TIMES), _fmt(got[0]["bw_share"], "%.0f%%", 100),
+                    " (met)" if got[0]["met"] else ""))
+            rows.append(row)
+    return header, rows
+
+
+def _capacity(results):
+    return _dict(_dict(results.get("meta")).get("disk_capacity"))
+
+
+def _calibration_table(results):
+    """The calibrated model's coefficients against the capacity the lab gave the disk."""
+    versus = _dict(_dict(results.get("calibration")).get("versus_capacity"))
+    header = ["coefficient", "calibrated", "disk capacity", "error"]
+    rows = []
+    for key, v in versus.items():
+        scale, unit = (1e-6, " MB/s") if key.endswith("bps") else (1, "")
+        rows.append([key, _fmt(v.get("model"), "%.0f" + unit, scale), _fmt(v.get("capacity"), "%.0f" + unit, scale),
+                     _fmt(v.get("error"), "%+.1f%%", 100)])
+    return header, rows
+
+
+def _charge_table(results):
+    """Per antagonist (first contended run of each): the threads of its unit and the bytes the kernel
+    charged to its slice against the bytes fio moved over the same run (ramp included in the charge)."""
+    header = ["antagonist", "config", "threads in its unit", "charged to %s" % ANTAGONIST_SLICE,
+              "charged to %s" % READER_SLICE, "fio moved (measured part)"]
+    rows, seen = [], set()
+    for run in _runs(results):
+        name = run.get("antagonist")
+        if not name or name in seen or not run.get("reader") or not isinstance(run.get("io"), dict):
+            continue
+        seen.add(name)
+        io_ = run["io"]
+
+        def mb(slice_):
+            d = _dict(io_.get(slice_))
+            total = sum(v for k, v in d.items() if k in ("rbytes", "wbytes") and _num(v) is not None)
+            return "%.0f MB" % (total / 1e6) if d else DASH
+        st = _dict(_stats(run, "antagonist_stats"))
+        moved = _num(st.get("bw_bytes")) and _num(st.get("runtime_ms"))
+        threads = ", ".join("%s×%d" % (k, v) for k, v in sorted(_dict(run.get("antagonist_threads")).items()))
+        rows.append([name, _label(results, run.get("config")), threads or DASH, mb(ANTAGONIST_SLICE), mb(READER_SLICE),
+                     "%.0f MB" % (st["bw_bytes"] * st["runtime_ms"] / 1e9) if moved else DASH])
+    return header, rows
+
+
+def _sweep_table(results, summary):
+    header = ["QoS", "reader", "antagonist", "reader p99", "p99 / solo", "antagonist MB/s", "share of solo",
+              "vrate mean", "target met"]
+    rows = []
+    for cell in summary.get("sweep") or []:
+        rows.append([cell["config"], cell["reader"], cell["antagonist"], fmt_latency(cell["reader_stats"]["p99"]["median"]),
+                     _fmt(cell["p99_ratio"], "%.2f" + TIMES), _fmt(cell["antagonist_bw"]["median"], "%.0f", 1e-6),
+                     _fmt(cell["bw_share"], "%.0f%%", 100), _fmt(cell["vrate_mean"], "%.0f%%"), _fmt_met(cell["met"])])
+    return header, rows
+
+
+def _sections(results, summary):
+    """(title, (header, rows)) of every table in the report, in order."""
+    out = [("Solo runs", _solo_table(results, summary))]
+    out += [(_reader_title(results, summary, r), _reader_table(results, summary, r)) for r in _readers(summary)]
+    if summary["cells"]:
+        out.append(("All pairs: reader p99 / solo, antagonist share of solo", _pairs_table(results, summary)))
+    if _dict(results.get("calibration")).get("versus_capacity"):
+        out.append(("Calibrated model against the disk's capacity", _calibration_table(results)))
+    charge = _charge_table(results)
+    if charge[1]:
+        out.append(("Where each antagonist's I/O was charged", charge))
+    if summary.get("sweep"):
+        out.append(("QoS sweep under the calibrated model (%s s runs)" % _dict(results.get("sweep")).get("seconds"),
+                    _sweep_table(results, summary)))
+    ref = _dict(results.get("unthrottled"))
+    if ref.get("runs"):
+        ref_summary = summarize(ref, summary["targets"]["p99_ratio"], summary["targets"]["bw_share"])
+        out.append(("The unthrottled disk, TCG alone (%s; %s)" % (ref.get("source", "recorded run"), _meta_line(ref)),
+                    _pairs_table(ref, ref_summary)))
+    return out
+
+
+def markdown(results, summary):
+    """The report as GitHub Markdown: meta line, then every table of _sections, the target."""
+    lines = ["## I/O isolation benchmark", "", _meta_line(results)]
+    for title, table in _sections(results, summary):
+        lines += ["", "### " + title, ""]
+        lines += _md_table(*table)
     lines += ["", _target_line(summary)]
     return "\n".join(lines) + "\n"
 
@@ -427,6 +543,43 @@ def _throughput_figure(results, summary, reader, antagonists, configs, Figure):
     return _png(fig)
 
 
+def _tradeoff_figure(results, summary, reader, Figure):
+    """Antagonist share of solo bandwidth (x) against reader p99 / solo (y): one point per QoS setting
+    and antagonist, the roles' default ringed, the target region shaded."""
+    fig = Figure(figsize=FIGSIZE, dpi=DPI)
+    ax = fig.subplots()
+    t = summary["targets"]
+    cells = [c for c in summary.get("sweep") or [] if c["reader"] == reader
+             and c["p99_ratio"] is not None and c["bw_share"] is not None]
+    antagonists = []
+    for c in cells:
+        if c["antagonist"] not in antagonists:
+            antagonists.append(c["antagonist"])
+    ax.axvspan(t["bw_share"] * 100, max([100 * c["bw_share"] for c in cells] + [100]) * 1.05, ymax=1,
+               color="green", alpha=0.06)
+    ax.axhline(t["p99_ratio"], color="black", linestyle="--", linewidth=1)
+    ax.axvline(t["bw_share"] * 100, color="black", linestyle="--", linewidth=1)
+    for i, antagonist in enumerate(antagonists):
+        mine = [c for c in cells if c["antagonist"] == antagonist]
+        ax.scatter([100 * c["bw_share"] for c in mine], [c["p99_ratio"] for c in mine], color="C%d" % i,
+                   label=antagonist)
+        for c in mine:
+            ax.annotate(c["config"], (100 * c["bw_share"], c["p99_ratio"]), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")
+            if c["config"] == "default":
+                ax.scatter([100 * c["bw_share"]], [c["p99_ratio"]], s=160, facecolors="none", edgecolors="black")
+    ax.set_yscale("log")
+    ax.set_xlabel("antagonist bandwidth (% of solo)")
+    ax.set_ylabel("reader %s p99 (%s solo)" % (reader, TIMES))
+    ax.set_title("Reader %s: what each QoS setting buys and costs (ringed: the roles' default; "
+                 "target: right of and below the dashed lines)" % reader, fontsize="small")
+    ax.grid(True, which="both", alpha=0.3)
+    if antagonists:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    return _png(fig)
+
+
 def plots(results, summary):
     """{"latency-<reader>": PNG bytes, "throughput-<reader>": PNG bytes} for each reader with contended cells."""
     import matplotlib
@@ -446,6 +599,8 @@ def plots(results, summary):
         images["latency-" + _safe(reader)] = _latency_figure(results, summary, reader, antagonists, configs, Figure)
         images["throughput-" + _safe(reader)] = _throughput_figure(results, summary, reader, antagonists, configs,
                                                                    Figure)
+    for reader in sorted(set(c["reader"] for c in summary.get("sweep") or [])):
+        images["tradeoff-" + _safe(reader)] = _tradeoff_figure(results, summary, reader, Figure)
     return images
 
 
@@ -473,11 +628,14 @@ def html(results, summary, images):
     title = "I/O isolation benchmark"
     parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">', "<title>%s</title>" % esc(title),
              "<style>\n%s\n</style>" % STYLE, "</head>", "<body>", "<h1>%s</h1>" % esc(title),
-             "<p>%s</p>" % esc(_meta_line(results)), "<h2>Solo runs</h2>", _html_table(*_solo_table(results, summary))]
+             "<p>%s</p>" % esc(_meta_line(results))]
     shown = set()
-    for reader in _readers(summary):
-        parts += ["<h2>%s</h2>" % esc(_reader_title(results, summary, reader)), _html_table(*_reader_table(results, summary, reader))]
-        for name in ("latency-" + _safe(reader), "throughput-" + _safe(reader)):
+    titles = dict((_reader_title(results, summary, r), r) for r in _readers(summary))
+    for title, table in _sections(results, summary):
+        parts += ["<h2>%s</h2>" % esc(title), _html_table(*table)]
+        reader = titles.get(title)
+        for name in ("latency-", "throughput-", "tradeoff-") if reader else ():
+            name += _safe(reader)
             if name in images:
                 shown.add(name)
                 parts.append(_img(name, images[name]))

@@ -5,7 +5,9 @@
 # `make demo`: build (or reuse) the Debian 12 lab image, boot it, print its capabilities, calibrate
 # its blank NVMe disk into .cache/demo-calibration-db (report and hwdb beside it), run the
 # fleet rollout (site.yml) on it as a co-located host, print what was applied and the health
-# gate's reading, shut the VM down. KEEP_LAB=1 leaves it running.
+# gate's reading, shut the VM down. KEEP_LAB=1 leaves it running. The NVMe disks are device-bound
+# (lab.py --device-bound: a fixed capacity with QEMU block throttling, printed at boot), so the
+# calibration measures a disk, not the emulator's CPU; LAB_DEVICE_BOUND=0 leaves them unthrottled.
 set -euo pipefail
 BIN=${1:?usage: demo.sh VENV_BIN}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,7 +18,8 @@ cd "$REPO"
 $LAB build "$GUEST"
 # A demo killed half-way leaves its daemonized QEMU running: stop it (by its checked PID) first.
 $LAB down "$NAME" --purge >/dev/null
-$LAB up "$GUEST" --name "$NAME"
+BOUND=(); [ "${LAB_DEVICE_BOUND:-1}" = 1 ] && BOUND=(--device-bound)
+$LAB up "$GUEST" --name "$NAME" "${BOUND[@]}"
 if [ "${KEEP_LAB:-0}" != 1 ]; then
   trap '$LAB down "$NAME" --purge' EXIT
 fi

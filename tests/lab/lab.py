@@ -11,6 +11,7 @@ script runs on the controller (Python 3.11, stdlib only, as root):
   lab.py build [GUEST ...] [--force]        build/verify cached images (default: all)
   lab.py up GUEST [--name N] [--append EXTRA] [--renumber] [--multipath]
                   [--kernel debian|custom|PATH] [--timeout S]
+                  [--disk-capacity DRIVE=IOPS,BYTES_PER_S ...] [--device-bound]
   lab.py ssh NAME [-- CMD ...]               run a command (or a shell) in the guest
   lab.py status                              list lab instances
   lab.py reboot NAME [--hard]                systemctl reboot (or QMP system_reset), wait for SSH
@@ -897,10 +898,49 @@ def cmd_kernel(a) -> None:
     print(f"custom kernel: {dest} (built in {(time.monotonic() - t0) / 60:.1f} min)")
 
 
-def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool) -> list[str]:
+_SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
+# The device-bound lab disk (--device-bound): the capacity both NVMe drives get. Chosen below what
+# the emulator's CPU sustains under TCG for every I/O shape the benchmark runs, and above what the
+# QD1 reader does alone, so the throttle - not TCG - is what saturates (docs/isolation.md, "The lab
+# disk"; benchmarks/isolation/ceiling.py measures both).
+DEVICE_BOUND_CAPACITY = "3000,150M"
+
+
+def parse_disk_capacity(specs: list[str], meta: dict) -> dict:
+    """--disk-capacity DRIVE=IOPS,BYTES_PER_S (DRIVE: nvme-a or its serial lab-nvme-a; BYTES_PER_S
+    with an optional decimal k/M/G suffix) -> {drive key: {"iops": n, "bps": n}}.
+
+    The capacity is QEMU's block throttling on that drive (throttling.iops-total/bps-total): the
+    emulated disk then completes no more than that, whatever the guest asks, so the disk and not
+    the emulator's CPU is the bottleneck - as on a real, saturated NVMe. QEMU's default burst
+    allowance (a bucket of a tenth of a second of either limit) is kept."""
+    caps = {}
+    keys = {k: k for k, v in meta["disks"].items() if v["bus"] == "nvme"}
+    keys.update({v["serial"]: k for k, v in meta["disks"].items() if v["bus"] == "nvme"})
+    for spec in specs:
+        m = re.fullmatch(r"([\w-]+)=(\d+),(\d+)([kKmMgG]?)", spec.strip())
+        if not m:
+            die(f"--disk-capacity {spec!r}: expected DRIVE=IOPS,BYTES_PER_S, e.g. nvme-b=3000,150M")
+        if m.group(1) not in keys:
+            die(f"--disk-capacity {spec!r}: no NVMe drive {m.group(1)!r}; drives: {', '.join(sorted(keys))}")
+        iops, bps = int(m.group(2)), int(m.group(3)) * _SI[m.group(4).lower()]
+        if iops <= 0 or bps <= 0:
+            die(f"--disk-capacity {spec!r}: IOPS and bytes per second must be positive")
+        caps[keys[m.group(1)]] = {"iops": iops, "bps": bps}
+    return caps
+
+
+def describe_capacity(caps: dict, meta: dict) -> str:
+    return ", ".join(f"{meta['disks'][k]['serial']} {c['iops']} IOPS / {c['bps'] / 1e6:g} MB/s"
+                     for k, c in sorted(caps.items())) or "none (unthrottled)"
+
+
+def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
+                   capacity: dict | None = None) -> list[str]:
     """Data disks: two single-namespace NVMe controllers (distinct serials,
     EUI-64, UUID), optionally a two-controller NVMe subsystem sharing one
-    namespace (native multipath), and one virtio disk with a serial."""
+    namespace (native multipath), and one virtio disk with a serial. `capacity`
+    (parse_disk_capacity) throttles drives to a fixed IOPS and bandwidth."""
     args = []
     disks = meta["disks"]
     for key, info in disks.items():
@@ -910,7 +950,11 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool) 
         if not f.exists():
             with open(f, "wb") as fh:
                 fh.truncate(DATA_DISK_SIZE)  # sparse
-        args += ["-drive", f"if=none,id=d-{key},file={f},format=raw,cache=writeback,discard=unmap"]
+        drive = f"if=none,id=d-{key},file={f},format=raw,cache=writeback,discard=unmap"
+        cap = (capacity or {}).get(key)
+        if cap:
+            drive += f",throttling.iops-total={cap['iops']},throttling.bps-total={cap['bps']}"
+        args += ["-drive", drive]
     # controllers in PCI order; --renumber reverses it
     ctrls = [(key, info["serial"], None) for key, info in disks.items() if info["bus"] == "nvme"]
     if multipath:
@@ -984,6 +1028,8 @@ def cmd_up(a) -> None:
     with locked(inst.lock):
         inst.cleanup_stale()
         meta = inst.meta()
+        capacity = parse_disk_capacity(a.disk_capacity + ([f"{k}={DEVICE_BOUND_CAPACITY}" for k, _ in NVME_PLAIN]
+                                                          if a.device_bound else []), meta)
         meta["last_guest"] = a.guest
         write_json(inst.dir / "instance.json", meta)
         inst.run.mkdir(parents=True)
@@ -1027,7 +1073,7 @@ def cmd_up(a) -> None:
             "-append", append,
             "-drive", f"if=none,id=root,file={overlay},format=qcow2,cache=unsafe",
             "-device", f"virtio-blk-pci,drive=root,addr=0x{PCI_ROOT:x},serial=lab-root",
-            *qemu_disk_args(inst, meta, a.multipath, a.renumber),
+            *qemu_disk_args(inst, meta, a.multipath, a.renumber, capacity),
             "-device", f"virtio-net-pci,netdev=n0,addr=0x{PCI_NET:x}",
             "-qmp", f"unix:{qmp_sock},server=on,wait=off",
             "-serial", f"file:{inst.run / 'serial.log'}",
@@ -1037,6 +1083,7 @@ def cmd_up(a) -> None:
             "name": inst.name, "guest": a.guest, "key": str(key),
             "accel": accel, "kernel": str(kernel), "initrd": str(initrd) if initrd else None,
             "append": append, "multipath": a.multipath, "renumber": a.renumber,
+            "disk_capacity": capacity,
             "image": str(img), "overlay": str(overlay), "qmp": str(qmp_sock),
             "serial_log": str(inst.run / "serial.log"), "instance_dir": str(inst.dir),
         }
@@ -1070,6 +1117,8 @@ def cmd_up(a) -> None:
     print(f"{inst.name}: up in {st['boot_to_ssh_s']} s (boot to SSH), {a.guest} kernel "
           f"{st['uname_r']} systemd {st['systemd']}, {accel}, ssh -p {port} root@127.0.0.1 "
           f"(mmdebstrap image {manifest.get('recipe_hash')})")
+    if capacity:
+        print(f"{inst.name}: disk capacity (QEMU block throttling): {describe_capacity(capacity, meta)}")
 
 
 def cmd_ssh(a) -> None:
@@ -1098,7 +1147,8 @@ def cmd_status(a) -> None:
         else:
             state = "stopped"
         up = f"{time.time() - st['started_at']:.0f}s" if pids and st.get("started_at") else "-"
-        flags = ",".join(f for f in ("multipath", "renumber") if st.get(f)) or "-"
+        flags = ",".join([f for f in ("multipath", "renumber") if st.get(f)]
+                         + [f"{k}={c['iops']},{c['bps']}" for k, c in sorted((st.get("disk_capacity") or {}).items())]) or "-"
         guest = st.get("guest") or (read_json(d / "instance.json") or {}).get("last_guest", "-")
         rows.append((d.name, guest, state, str(st.get("pid", "-")) if pids else "-",
                      str(st.get("port", "-")) if pids else "-", st.get("accel", "-") if pids else "-",
@@ -1198,6 +1248,9 @@ def cmd_inventory(a) -> None:
         if k == "nvme-mp" and not st.get("multipath"):
             continue
         d = dict(role=k, **{kk: vv for kk, vv in v.items() if kk not in ("file", "eui64", "uuid")})
+        cap = (st.get("disk_capacity") or {}).get(k)
+        if cap:  # the capacity the lab gives this drive (QEMU block throttling)
+            d.update(capacity_iops=cap["iops"], capacity_bps=cap["bps"])
         if v["bus"].startswith("nvme"):
             # Linux ignores the namespace IDs of QEMU's NVMe (quirk "Ignoring
             # bogus Namespace Identifiers"), so no eui/uuid in sysfs; the
@@ -1237,7 +1290,8 @@ def cmd_instance_config(a) -> None:
         st = Instance(name).running_state()
         out.append({"instance": name, "address": "127.0.0.1", "user": "root", "port": st["port"],
                     "identity_file": st["key"], "guest": st["guest"],
-                    "renumbered": bool(st.get("renumber")), "multipath": bool(st.get("multipath"))})
+                    "renumbered": bool(st.get("renumber")), "multipath": bool(st.get("multipath")),
+                    "disk_capacity": st.get("disk_capacity") or {}})
     print(json.dumps(out, indent=2))
 
 
@@ -1301,6 +1355,12 @@ def main(argv=None) -> None:
     s.add_argument("--boot-attempts", type=int, default=1,
                    help="power-cycle and boot again (fresh root overlay) when SSH does not answer in time")
     s.add_argument("--verify", action="store_true", help="re-hash the cached image before booting")
+    s.add_argument("--disk-capacity", action="append", default=[], metavar="DRIVE=IOPS,BYTES_PER_S",
+                   help="give an NVMe drive (nvme-a, nvme-b or its serial) a fixed capacity with QEMU block "
+                        "throttling, e.g. nvme-b=3000,150M; repeatable")
+    s.add_argument("--device-bound", action="store_true",
+                   help=f"both NVMe drives at the lab's device-bound capacity ({DEVICE_BOUND_CAPACITY}): the disk, "
+                        "not the emulator's CPU, is the bottleneck")
     s.set_defaults(func=cmd_up)
     s = sub.add_parser("ssh", help="run a command in the guest: ssh NAME -- CMD...")
     s.add_argument("name")

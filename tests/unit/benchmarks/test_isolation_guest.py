@@ -69,7 +69,12 @@ def test_profiles_are_the_issue_shapes():
     assert "--iodepth=32" in guest.PROFILES["seqwrite1m"][1] and "--direct=1" in guest.PROFILES["seqwrite1m"][1]
     assert "--iodepth=64" in guest.PROFILES["randread64"][1]
     assert "--direct=0" in guest.PROFILES["buffered"][1]
-    assert set(guest.PROFILES) == set(bench.READERS + bench.ANTAGONISTS)
+    # the SQPOLL shuffle is randread64's reads through io_uring with a polling thread, nothing else
+    uring = guest.PROFILES["uring_sqpoll"]
+    assert uring[0] == guest.PROFILES["randread64"][0]
+    assert set(uring[1]) - set(guest.PROFILES["randread64"][1]) == {"--ioengine=io_uring", "--sqthread_poll=1"}
+    assert set(guest.PROFILES) == set(bench.READERS + bench.ANTAGONISTS + bench.EXPERIMENTS)
+    assert guest.PROFILES["randread64_idle"][1] == guest.PROFILES["randread64"][1] + ["--prioclass=3"]
 
 
 def test_solo_cells_only_under_the_first_configuration():
@@ -83,8 +88,10 @@ def test_solo_cells_only_under_the_first_configuration():
 
 def _smoke_results(qos="259:1 enable=1 ctrl=user rpct=95.00 rlat=2000 wpct=95.00 wlat=10000 min=10.00 max=100.00"):
     good = {"iops": 100.0, "clat_ns": {"p99": 1000}}
-    return {"runs": [{"reader": "randread4k", "antagonist": "seqwrite1m", "reader_stats": good, "antagonist_stats": good,
-                      "pressure": {"inference.slice": {"some": 1.0}}, "vrate": {"mean": 90.0}}],
+    return {"meta": {"disk_capacity": {"iops": 3000, "bps": 150000000}},
+            "runs": [{"reader": "randread4k", "antagonist": "seqwrite1m", "reader_stats": good, "antagonist_stats": good,
+                      "pressure": {"inference.slice": {"some": 1.0}}, "vrate": {"mean": 90.0}},
+                     {"reader": None, "antagonist": "seqwrite1m", "antagonist_stats": dict(good, bw_bytes=160e6)}],
             "settings": {"roles": {"io.cost.qos": qos, "inference.slice": {"io.weight": "default 1000"},
                                    "training.slice": {"io.weight": "default 100"}}}}
 
@@ -103,3 +110,43 @@ def test_smoke_check_passes_on_a_good_run_and_names_each_problem():
     assert len(problems) == 3
     bad["settings"]["roles"]["inference.slice"]["io.weight"] = "default 100"
     assert any("inference.slice io.weight" in p for p in bench.smoke_check(bad))
+
+
+def test_smoke_check_wants_the_device_bound_disk_and_its_throttle_in_force():
+    free = _smoke_results()
+    free["runs"][1]["antagonist_stats"]["bw_bytes"] = 1057e6      # what TCG alone gave seqwrite1m
+    assert bench.smoke_check(free) == [
+        "seqwrite1m alone moved 1057 MB/s on a disk of 150 MB/s: the throttle is not in force"]
+    free["meta"]["disk_capacity"] = None
+    assert bench.smoke_check(free) == ["the disk was not device-bound (no capacity recorded for lab-nvme-b)"]
+
+
+def test_io_stat_and_threads(monkeypatch):
+    files = {"/sys/fs/cgroup/training.slice/io.stat":
+             "259:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
+             "259:1 rbytes=8192 wbytes=1048576 rios=2 wios=1 dbytes=0 dios=0 cost.vrate=1\n",
+             "/sys/fs/cgroup/training.slice/u.service/cgroup.threads": "10\n11\n12\n",
+             "/proc/10/comm": "fio\n", "/proc/11/comm": "iou-sqp-10\n", "/proc/12/comm": "iou-wrk-10\n"}
+    monkeypatch.setattr(guest, "read", files.get)
+    assert guest.io_stat("training.slice", "259:1") == {"rbytes": 8192, "wbytes": 1048576, "rios": 2, "wios": 1}
+    assert guest.io_stat("inference.slice", "259:1") == {}
+    assert guest.threads("u.service", "training.slice") == {"fio": 1, "iou-sqp": 1, "iou-wrk": 1}
+    assert guest.threads("gone.service", "training.slice") is None
+
+
+def test_calibrated_model_against_the_capacity():
+    got = bench.versus_capacity({"rbps": 134000000, "wbps": 143000000, "rseqiops": 2998, "rrandiops": 2987,
+                                 "wseqiops": 3000, "wrandiops": 2977}, {"iops": 3000, "bps": 150000000})
+    assert got["rbps"] == {"model": 134000000, "capacity": 150000000, "error": -0.1067}
+    assert got["wrandiops"]["error"] == -0.0077
+    assert bench.versus_capacity(None, {"iops": 1, "bps": 1}) is None
+    assert bench.versus_capacity({"rbps": 1}, None) is None
+
+
+def test_sweep_points_start_from_the_roles_default_qos():
+    points = bench.sweep_points()
+    label, default = points[0]
+    assert label == "default" and default == bench.role_qos()
+    assert len(points) == len(bench.SWEEP) + 1
+    assert dict(points[1:])["rlat=500"] == dict(default, rlat=500)
+    assert bench.qos_line(default).startswith("enable=1 ctrl=user rpct=")

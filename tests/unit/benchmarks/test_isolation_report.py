@@ -287,7 +287,7 @@ def test_html(results, summary):
     assert '<img alt="latency-randread4k" src="data:image/png;base64,iVBOR2Zha2U=">' in page
     assert "data:image/png;base64,iVBOR21vcmU=" in page
     assert "<td>2.31\u00d7</td>" in page and "<td>7.96 ms</td>" in page and "<td>42%</td>" in page
-    assert page.count("<table>") == 3
+    assert page.count("<table>") == 4  # solo, two readers, all pairs
     results["config_labels"]["roles"] = "<roles & co>"
     assert "<td>&lt;roles &amp; co&gt;</td>" in report.html(results, summary, {})
 
@@ -309,3 +309,60 @@ def test_write(results, tmp_path):
     assert (outdir / "latency-randread4k.png").read_bytes().startswith(b"\x89PNG")
     assert "data:image/png;base64," in (outdir / "report.html").read_text(encoding="utf-8")
     assert out["summary"]["cells"][0]["config"] == "none"
+
+
+def test_pairs_table_one_row_per_pair_one_column_per_config(results, summary):
+    header, rows = report._pairs_table(results, summary)
+    assert header == ["reader vs antagonist", "no isolation", "roles"]
+    assert rows[0] == ["randread4k vs seqwrite1m", "24.88\u00d7, 90%", "2.31\u00d7, 42%"]
+    assert rows[1] == ["randread4k vs buffered", "6.25\u00d7, 30%", "1.25\u00d7, 50% (met)"]
+    assert rows[2] == ["seqread128k vs seqwrite1m", "%s, 60%%" % DASH, "%s, 60%%" % DASH]
+
+
+def test_capacity_in_the_meta_line(results, summary):
+    results["meta"]["disk_capacity"] = {"iops": 3000, "bps": 150000000}
+    assert "device lab-nvme-b, capacity 3000 IOPS / 150 MB/s (QEMU throttling)" in report.markdown(results, summary)
+    results["meta"]["disk_capacity"] = None
+    assert "device lab-nvme-b, unthrottled" in report.markdown(results, summary)
+
+
+def test_calibration_against_capacity(results, summary):
+    results["calibration"] = {"versus_capacity": {
+        "rbps": {"model": 134000000, "capacity": 150000000, "error": -0.1067},
+        "rrandiops": {"model": 2987, "capacity": 3000, "error": -0.0043}}}
+    md = report.markdown(results, summary)
+    assert "### Calibrated model against the disk's capacity" in md
+    assert "| rbps | 134 MB/s | 150 MB/s | -10.7% |" in md
+    assert "| rrandiops | 2987 | 3000 | -0.4% |" in md
+
+
+def test_charge_table_names_the_threads_and_the_slices(results, summary):
+    first = [r for r in results["runs"] if r["reader"] and r["antagonist"] == "seqwrite1m"][0]
+    first["antagonist"] = "uring_sqpoll"
+    first["antagonist_threads"] = {"fio": 1, "iou-sqp": 1}
+    first["io"] = {"training.slice": {"rbytes": 300000000, "wbytes": 0, "rios": 1},
+                   "inference.slice": {"rbytes": 20000000, "wbytes": 0}}
+    header, rows = report._charge_table(results)
+    assert rows == [["uring_sqpoll", "no isolation", "fio\u00d71, iou-sqp\u00d71", "300 MB", "20 MB", "6750 MB"]]
+    assert "### Where each antagonist's I/O was charged" in report.markdown(results, summary)
+
+
+def test_sweep_cells_tradeoff_plot_and_unthrottled_table(results):
+    def point(label, p99, bw):
+        return {"label": label, "qos": {"rlat": 2000}, "cells": [
+            run("sweep", 1, "randread4k", "seqwrite1m", reader(900, 150000, p99, 2000000), writer(bw)),
+            run("sweep", 1, None, "seqwrite1m", None, writer(bw))]}   # a solo cell is not a pair: skipped
+    results["sweep"] = {"seconds": 8, "points": [point("default", 400000, 250e6), point("rlat=500", 320000, 100e6)]}
+    results["unthrottled"] = dict(make_results(), source="benchmarks/isolation/results/x.json")
+    summary = report.summarize(results)
+    got = [(c["config"], round(c["p99_ratio"], 2), round(c["bw_share"], 2), c["met"]) for c in summary["sweep"]]
+    assert got == [("default", 1.25, 0.5, True), ("rlat=500", 1.0, 0.2, False)]
+    md = report.markdown(results, summary)
+    assert "### QoS sweep under the calibrated model (8 s runs)" in md
+    assert "| rlat=500 | randread4k | seqwrite1m | 320 \u00b5s | 1.00\u00d7 | 100 | 20%% | %s | no |" % DASH in md
+    assert "### The unthrottled disk, TCG alone (benchmarks/isolation/results/x.json; guest debian12" in md
+    assert md.count("| randread4k vs seqwrite1m | 24.88\u00d7, 90% | 2.31\u00d7, 42% |") == 2
+    pytest.importorskip("matplotlib")
+    images = report.plots(results, summary)
+    assert images["tradeoff-randread4k"].startswith(b"\x89PNG")
+    assert "tradeoff-seqread128k" not in images
