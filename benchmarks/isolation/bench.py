@@ -59,8 +59,9 @@ FILES = {"reader.dat": 256, "ckpt.dat": 256, "buffered.dat": 256}
 # The recorded run on the unthrottled disk (what TCG alone shows), the report's second table.
 UNTHROTTLED = os.path.join(HERE, "results", "2026-12-01-debian12-tcg-final-results.json")
 # QoS settings the sweep writes (iocost's io.cost.qos keys); the roles' default is added to them.
-SWEEP = ({"rlat": 500}, {"rlat": 1000}, {"rlat": 5000}, {"rlat": 10000},
-         {"min": 1}, {"min": 30}, {"min": 60})
+# max=100 keeps vrate at the model: with a calibrated model, never above what the disk completes.
+SWEEP = ({"rlat": 500}, {"rlat": 1000}, {"rlat": 5000}, {"min": 1}, {"max": 100}, {"max": 150},
+         {"rlat": 1000, "max": 100}, {"min": 1, "max": 100})
 ROLE_DEFAULTS = os.path.join(REPO, "roles", "io_baseline", "defaults", "main.yml")
 
 
@@ -244,7 +245,7 @@ def main():
     ap.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True,
                     help="afterwards, every pair under the calibrated model with each QoS of SWEEP (trade-off plots; "
                          "needs the roles_calibrated configuration)")
-    ap.add_argument("--sweep-seconds", type=int, default=8, help="measured seconds per fio run in the sweep")
+    ap.add_argument("--sweep-seconds", type=int, default=6, help="measured seconds per fio run in the sweep")
     ap.add_argument("--unthrottled-reference", default=UNTHROTTLED,
                     help="results.json of a run on the unthrottled disk, shown as the second table (or none)")
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-isolation"))
@@ -258,8 +259,10 @@ def main():
     for n in readers + antagonists:
         if n not in READERS + ANTAGONISTS + EXPERIMENTS:
             raise SystemExit("unknown profile %s" % n)
+    # Absolute: ansible-playbook resolves a relative calibration directory against the playbook's.
+    a.out = os.path.abspath(a.out)
     os.makedirs(a.out, exist_ok=True)
-    db = a.calibration_db or os.path.join(a.out, "calibration-db")
+    db = os.path.abspath(a.calibration_db or os.path.join(a.out, "calibration-db"))
     lab = Lab(a.name, a.out)
     t_start = time.time()
     results = {"meta": {"guest": a.guest, "seconds": a.seconds, "ramp": a.ramp, "repeats": a.repeats,

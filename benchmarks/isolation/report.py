@@ -383,7 +383,9 @@ def _charge_table(results):
     rows, seen = [], set()
     for run in _runs(results):
         name = run.get("antagonist")
-        if not name or name in seen or not run.get("reader") or not isinstance(run.get("io"), dict):
+        # io.stat exists in a slice only where the io controller is on (not under "no isolation")
+        if (not name or name in seen or not run.get("reader") or not isinstance(run.get("io"), dict)
+                or not any(_dict(v) for v in run["io"].values())):
             continue
         seen.add(name)
         io_ = run["io"]

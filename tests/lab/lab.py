@@ -903,7 +903,7 @@ _SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
 # the emulator's CPU sustains under TCG for every I/O shape the benchmark runs, and above what the
 # QD1 reader does alone, so the throttle - not TCG - is what saturates (docs/isolation.md, "The lab
 # disk"; benchmarks/isolation/ceiling.py measures both).
-DEVICE_BOUND_CAPACITY = "3000,150M"
+DEVICE_BOUND_CAPACITY = "4000,400M"
 
 
 def parse_disk_capacity(specs: list[str], meta: dict) -> dict:
