@@ -23,7 +23,7 @@ QEMU block throttling), so the emulated disk, not the emulator's CPU, is what th
 as on a saturated real NVMe. The calibration must recover that capacity (the report compares the
 model with it). --sweep then re-runs every pair under the calibrated model with each QoS setting of
 SWEEP written in turn: the trade-off plots (antagonist share against reader p99 / solo). The
-recorded run on the unthrottled disk (--unthrottled-reference) is the report's second table: what
+recorded run on the unthrottled disk (--unthrottled-reference) is the report's last table: what
 TCG alone shows.
 
 Writes results.json, results.md, report.html and the plots under --out (report.py).
@@ -56,7 +56,7 @@ DEVICE = "lab-nvme-b"        # the disk both tenants share
 CALIBRATE = "lab-nvme-a"     # blank, same model/firmware/capacity: its entry applies to lab-nvme-b
 MOUNT = "/srv/bench"
 FILES = {"reader.dat": 256, "ckpt.dat": 256, "buffered.dat": 256}
-# The recorded run on the unthrottled disk (what TCG alone shows), the report's second table.
+# The recorded run on the unthrottled disk (what TCG alone shows), the report's last table.
 UNTHROTTLED = os.path.join(HERE, "results", "2026-12-01-debian12-tcg-final-results.json")
 # QoS settings the sweep writes (iocost's io.cost.qos keys); the roles' default is added to them.
 # max=100 keeps vrate at the model: with a calibrated model, never above what the disk completes.
@@ -247,7 +247,7 @@ def main():
                          "needs the roles_calibrated configuration)")
     ap.add_argument("--sweep-seconds", type=int, default=6, help="measured seconds per fio run in the sweep")
     ap.add_argument("--unthrottled-reference", default=UNTHROTTLED,
-                    help="results.json of a run on the unthrottled disk, shown as the second table (or none)")
+                    help="results.json of a run on the unthrottled disk, shown as the last table (or none)")
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-isolation"))
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()

@@ -151,7 +151,9 @@ def vrate(majmin):
 def settings(majmin):
     """What isolation is in force: enough to tell the configurations apart in the results."""
     out = {"io.cost.model": disk_line("/sys/fs/cgroup/io.cost.model", majmin),
-           "io.cost.qos": disk_line("/sys/fs/cgroup/io.cost.qos", majmin)}
+           "io.cost.qos": disk_line("/sys/fs/cgroup/io.cost.qos", majmin),
+           # the I/O scheduler decides whether anything reads a request's I/O priority
+           "scheduler": (read("/sys/dev/block/%s/queue/scheduler" % majmin) or "").strip() or None}
     for slice_ in SLICES.values():
         base = "/sys/fs/cgroup/" + slice_
         out[slice_] = dict((f, (read(os.path.join(base, f)) or "").strip() or None)

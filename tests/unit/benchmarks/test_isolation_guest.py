@@ -150,3 +150,13 @@ def test_sweep_points_start_from_the_roles_default_qos():
     assert len(points) == len(bench.SWEEP) + 1
     assert dict(points[1:])["rlat=500"] == dict(default, rlat=500)
     assert bench.qos_line(default).startswith("enable=1 ctrl=user rpct=")
+
+
+def test_settings_name_the_scheduler(monkeypatch):
+    files = {"/sys/dev/block/259:1/queue/scheduler": "[none] mq-deadline\n",
+             "/sys/fs/cgroup/io.cost.qos": "259:1 enable=1 ctrl=user rpct=95.00\n"}
+    monkeypatch.setattr(guest, "read", files.get)
+    got = guest.settings("259:1")
+    assert got["scheduler"] == "[none] mq-deadline"
+    assert got["io.cost.qos"].startswith("259:1 enable=1")
+    assert guest.settings("8:0")["scheduler"] is None
