@@ -1028,8 +1028,8 @@ def cmd_up(a) -> None:
     with locked(inst.lock):
         inst.cleanup_stale()
         meta = inst.meta()
-        capacity = parse_disk_capacity(a.disk_capacity + ([f"{k}={DEVICE_BOUND_CAPACITY}" for k, _ in NVME_PLAIN]
-                                                          if a.device_bound else []), meta)
+        bound = [f"{drive[0]}={DEVICE_BOUND_CAPACITY}" for drive in NVME_PLAIN] if a.device_bound else []
+        capacity = parse_disk_capacity(a.disk_capacity + bound, meta)
         meta["last_guest"] = a.guest
         write_json(inst.dir / "instance.json", meta)
         inst.run.mkdir(parents=True)
