@@ -72,10 +72,7 @@ def disk_capacity(name, serial):
     """The capacity the running lab VM gives the drive with that serial ({"iops", "bps"}), None if unthrottled:
     read back from lab.py, which set it."""
     configs = json.loads(sh(LAB + ["instance-config", name], capture_output=True).stdout)
-    for key, cap in (configs[0].get("disk_capacity") or {}).items():
-        if serial.endswith(key):
-            return cap
-    return None
+    return configs[0]["disk_capacity"].get(serial)
 
 
 def accel():

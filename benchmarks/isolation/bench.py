@@ -172,11 +172,14 @@ def sweep_points():
     return points
 
 
+def solo_cells(readers, antagonists):
+    """Each job alone: the solo reference of every ratio (and, in ceiling.py, what the disk allows)."""
+    return ([{"reader": r, "antagonist": None} for r in readers]
+            + [{"reader": None, "antagonist": a} for a in antagonists])
+
+
 def cells_for(config, first, readers, antagonists):
-    cells = []
-    if first:
-        cells += [{"reader": r, "antagonist": None} for r in readers]
-        cells += [{"reader": None, "antagonist": a} for a in antagonists]
+    cells = solo_cells(readers, antagonists) if first else []
     cells += [{"reader": r, "antagonist": a} for r in readers for a in antagonists]
     return cells
 

@@ -28,10 +28,8 @@ def measure(a, capacity):
         lab.write_inventory()
         cap = disk_capacity(a.name, bench.DEVICE)
         lab.guest("prepare", {"serial": bench.DEVICE, "mount": bench.MOUNT, "files": bench.FILES})
-        cells = [{"reader": r, "antagonist": None} for r in bench.READERS]
-        cells += [{"reader": None, "antagonist": x} for x in bench.ANTAGONISTS]
         got = lab.guest("cells", {"serial": bench.DEVICE, "mount": bench.MOUNT, "seconds": a.seconds, "ramp": a.ramp,
-                                  "cells": cells})
+                                  "cells": bench.solo_cells(bench.READERS, bench.ANTAGONISTS)})
     rows = []
     for c in got["cells"]:
         role = "reader" if c["reader"] else "antagonist"

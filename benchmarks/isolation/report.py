@@ -184,9 +184,8 @@ def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
     if sweep.get("points"):
         out["sweep"] = []
         for point in sweep["points"]:
-            sel = [dict(c, config=point.get("label")) for c in point.get("cells") or [] if isinstance(c, dict)]
-            for c in sel:
-                if c.get("reader") and c.get("antagonist"):
+            for c in point.get("cells") or []:
+                if isinstance(c, dict) and c.get("reader") and c.get("antagonist"):
                     cell = _cell(point.get("label"), c["reader"], c["antagonist"], [c], solo, p99_ratio_target,
                                  bw_share_target)
                     out["sweep"].append(dict(cell, qos=point.get("qos")))
@@ -357,10 +356,6 @@ def _pairs_table(results, summary):
                     " (met)" if got[0]["met"] else ""))
             rows.append(row)
     return header, rows
-
-
-def _capacity(results):
-    return _dict(_dict(results.get("meta")).get("disk_capacity"))
 
 
 def _calibration_table(results):

@@ -1287,11 +1287,13 @@ def cmd_instance_config(a) -> None:
     """Molecule's instance_config.yml entries (JSON, which is YAML) for running VMs."""
     out = []
     for name in a.names:
-        st = Instance(name).running_state()
+        inst = Instance(name)
+        st, disks = inst.running_state(), inst.meta()["disks"]
         out.append({"instance": name, "address": "127.0.0.1", "user": "root", "port": st["port"],
                     "identity_file": st["key"], "guest": st["guest"],
                     "renumbered": bool(st.get("renumber")), "multipath": bool(st.get("multipath")),
-                    "disk_capacity": st.get("disk_capacity") or {}})
+                    # by serial: what a consumer finds the disk by in the guest
+                    "disk_capacity": {disks[k]["serial"]: c for k, c in (st.get("disk_capacity") or {}).items()}})
     print(json.dumps(out, indent=2))
 
 
