@@ -6,8 +6,8 @@
 # controller (as root, in mmdebstrap's private mount namespace):
 #   guest-setup.sh setup     ROOTDIR                     (before any package is installed)
 #   guest-setup.sh customize ROOTDIR HOSTNAME PUBKEYFILE (after all packages are installed)
-# The content of this file is part of the recipe hash (lab.py), so any edit
-# here rebuilds the cached images.
+# The content of this file and of guest-codecache.py is part of the recipe hash (lab.py), so any
+# edit here rebuilds the cached images.
 set -eu
 
 stage=$1
@@ -66,6 +66,13 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 UseDNS no
 EOF
+
+    # The bytecode cache for the modules Ansible sends (guest-codecache.py says why): loaded by a
+    # .pth file at every interpreter start.
+    # (Debian's python3 reads .pth files in /usr/lib/python3/dist-packages.)
+    site=$root/usr/lib/python3/dist-packages
+    install -D -m 0644 "$(dirname "$0")/guest-codecache.py" "$site/aiinfra_lab_codecache.py"
+    echo 'import aiinfra_lab_codecache' > "$site/aiinfra-lab-codecache.pth"
 
     # DHCP on whatever ethernet NIC QEMU gives us (name depends on PCI slot).
     mkdir -p "$root/etc/systemd/network"

@@ -53,6 +53,8 @@ LAB_DIR = Path(__file__).resolve().parent
 REPO_DIR = LAB_DIR.parent.parent
 RECIPE_FILE = LAB_DIR / "recipe.toml"
 SETUP_SCRIPT = LAB_DIR / "guest-setup.sh"
+# The guests' bytecode cache for zip-imported code (Ansible's modules), installed by SETUP_SCRIPT.
+CODECACHE_SCRIPT = LAB_DIR / "guest-codecache.py"
 
 # Host tools -> the Debian package that provides them. Fresh CI machines have
 # none of these; as root we install them (apt-get update once, then install).
@@ -324,6 +326,7 @@ def recipe_key(guest: str) -> tuple[str, dict]:
         "common": recipe["common"],
         "guest": recipe["guests"][guest],
         "setup_sh": hashlib.sha256(SETUP_SCRIPT.read_bytes()).hexdigest(),
+        "codecache_py": hashlib.sha256(CODECACHE_SCRIPT.read_bytes()).hexdigest(),
         "pubkey": pub,
     }
     digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
