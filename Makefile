@@ -24,7 +24,8 @@ export PATH := $(abspath $(BIN)):$(PATH)
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test (make check: the stages that need no VM)"
-	@echo "make unit | sanity | py39-check | lint | build | docs-check | docs | changelog-check | test-newest | lab-test | bench-isolation-smoke"
+	@echo "make unit | sanity | py39-check | lint | build | docs-check | docs | changelog-check | test-newest | bench-isolation-smoke"
+	@echo "make lab-test (all scenarios) | $(LAB_STAGES)"
 	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
