@@ -20,10 +20,9 @@ fmt() { printf '%-28s %-7s %5d s (%d:%02d)%s' "$1" "$2" "$3" $(($3 / 60)) $(($3 
 
 # run_stage STAGE [ALONGSIDE]: one make target, its result in $LOGS/STAGE.result.
 run_stage() {
-  local stage=$1 beside=${2:-} t0 result secs
+  local stage=$1 beside=${2:-} t0 result secs rc
   echo "=== make test: stage $stage${beside:+ (alongside $beside)}"
   t0=$(date +%s)
-  local rc
   if [ -n "$beside" ]; then
     "$MAKE" --no-print-directory "$stage" >"$LOGS/$stage.log" 2>&1
     rc=$?
@@ -41,23 +40,23 @@ run_stage() {
   echo "$result $secs ${beside:+ (alongside $beside)}" >"$LOGS/$stage.result"
 }
 
-run_lane() {  # run_lane "a,b,c" "what runs beside it"
-  local stage
-  for stage in ${1//,/ }; do run_stage "$stage" "$2"; done
+run_lane() {  # run_lane "what runs beside it" STAGE...
+  local beside=$1 stage
+  shift
+  for stage in "$@"; do run_stage "$stage" "$beside"; done
 }
 
 order=()
 t_all=$(date +%s)
 for arg in "$@"; do
   if [[ $arg == *+* ]]; then
-    lane1=${arg%%+*} lane2=${arg#*+}
-    run_lane "$lane1" "${lane2//,/ }" &
+    IFS=, read -r -a stages1 <<<"${arg%%+*}"
+    IFS=, read -r -a stages2 <<<"${arg#*+}"
+    run_lane "${stages2[*]}" "${stages1[@]}" &
     pid1=$!
-    run_lane "$lane2" "${lane1//,/ }" &
+    run_lane "${stages1[*]}" "${stages2[@]}" &
     pid2=$!
     wait "$pid1" "$pid2"
-    IFS=, read -r -a stages1 <<<"$lane1"
-    IFS=, read -r -a stages2 <<<"$lane2"
     order+=("${stages1[@]}" "${stages2[@]}")
   else
     run_stage "$arg"
