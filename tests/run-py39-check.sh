@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Managed hosts run Python 3.9+: everything that runs there must need no more than 3.9. That is
-# plugins/modules, plugins/module_utils and the helper scripts the modules install on hosts (module
-# constants holding a `#!...python` script, e.g. the udev helpers' HELPER_SOURCE). The controller
+# plugins/modules and plugins/module_utils, which include the boot helpers the modules install on hosts
+# (plugins/module_utils/_boot_*.py, installed as their own text: _persist.BootHelper). The controller
 # side (filter, lookup, action, plugin_utils) runs on 3.11+ and is not checked.
 #   run-py39-check.sh VENV_BIN            check the managed-node code
 #   run-py39-check.sh VENV_BIN PATH...    check these files/directories instead
@@ -18,29 +18,9 @@ BIN=${1:?usage: run-py39-check.sh VENV_BIN [PATH...]}
 shift
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 
 if [ $# -eq 0 ]; then
-  # The helpers exist as strings in the code: import it (as the collection) and write them out.
-  mkdir -p "$WORK/tree/ansible_collections/aiinfra" "$WORK/helpers"
-  ln -s "$REPO" "$WORK/tree/ansible_collections/aiinfra/io_isolation"
-  PYTHONPATH=$WORK/tree "$BIN/python" - "$WORK/helpers" <<'EOF'
-import importlib
-import pathlib
-import sys
-
-out = pathlib.Path(sys.argv[1])
-seen = {}
-for path in sorted(pathlib.Path("plugins/module_utils").glob("*.py")) + sorted(pathlib.Path("plugins/modules").glob("*.py")):
-    mod = importlib.import_module("ansible_collections.aiinfra.io_isolation." + ".".join(path.with_suffix("").parts))
-    for name, value in sorted(vars(mod).items()):
-        if isinstance(value, str) and value.startswith("#!") and "python" in value.split("\n", 1)[0] and value not in seen:
-            seen[value] = "%s:%s" % (path, name)
-            (out / ("%s.%s.py" % (path.stem, name))).write_text(value)
-print("helper scripts the modules install on hosts: %s" % (", ".join(sorted(seen.values())) or "none"))
-EOF
-  set -- plugins/modules plugins/module_utils "$WORK/helpers"
+  set -- plugins/modules plugins/module_utils
 fi
 
 status=0

@@ -45,14 +45,11 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
-    ManagedFile, PersistError, is_managed, slug, stamped, udev_match,
+    BLK_QUEUE_RULES, PersistError, is_managed, udev_match,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
 
-OWNER = "aiinfra.io_isolation.blk_queue"
 NVME_QUEUES = "aiinfra.io_isolation.nvme_queues"
-RULES_DIR = "/etc/udev/rules.d"
-RULE_PREFIX = "91-aiinfra-blk-queue-"
 IOCOST_QOS = "/sys/fs/cgroup/io.cost.qos"
 
 BLKDEV_MIN_RQ = 4          # block/blk-sysfs.c: smaller nr_requests are raised to this
@@ -665,17 +662,14 @@ def make_setting(ctx, attr, raw, loadable=()):
 # ---------------------------------------------------------------------------------------------
 
 def rule_path(record):
-    return "%s/%s%s.rules" % (RULES_DIR, RULE_PREFIX, slug(record.stable_id))
+    return BLK_QUEUE_RULES.path(record.stable_id)
 
 
 def udev_rule(record, settings):
     """The rule that re-applies ``settings`` (QueueSettings of one disk) at add/change, in kernel order."""
     assigns = ['ATTR{queue/%s}="%s"' % (s.attr, s.rule_value()) for s in sorted(settings, key=lambda s: s.order)]
-    # No kernel name or MAJ:MIN, not even in a comment: the rule must read the same on a renumbered
-    # boot so that a re-run reports no change.
-    body = ("# %s, stable id %s\n" % (record.model or record.kind, record.stable_id)
-            + 'ACTION=="add|change", %s, %s\n' % (udev_match(record), ", ".join(assigns)))
-    return stamped(body, OWNER)
+    return BLK_QUEUE_RULES.render("%s, stable id %s" % (record.model or record.kind, record.stable_id),
+                                  ['ACTION=="add|change", %s, %s' % (udev_match(record), ", ".join(assigns))])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -710,10 +704,10 @@ def build(fs, records_and_attrs, params, release=None, page=None):
                 content = None
             if content is not None:
                 plan.rule_path = rule_path(record)
-                plan.rule = ManagedFile(plan.rule_path, content, adopt=params.get("adopt"))
+                plan.rule = BLK_QUEUE_RULES.file(record.stable_id, content, adopt=params.get("adopt"))
         elif state == "absent" and record.stable_id is not None:
             plan.rule_path = rule_path(record)
-            plan.rule = ManagedFile(plan.rule_path, None, adopt=params.get("adopt"))
+            plan.rule = BLK_QUEUE_RULES.file(record.stable_id, None, adopt=params.get("adopt"))
         settings.extend(own)
         if plan.rule is not None:
             settings.append(plan.rule)

@@ -32,6 +32,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups impo
     controllers, has_members, is_unit_name, resolve,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler
 
 IOCOST_MODULE = "aiinfra.io_isolation.iocost"
@@ -197,7 +198,7 @@ class Request:
         is_slice = unit.endswith(".slice")
         dropin = sd.dropin_path(unit)
         files = {dropin: plan.content() if plan is not None and not plan.empty else None}
-        ours = is_slice and info["FragmentPath"] == sd.UNIT_DIR + "/" + unit and sd.is_managed(
+        ours = is_slice and info["FragmentPath"] == sd.UNIT_DIR + "/" + unit and is_managed(
             self.fs.read(sd.UNIT_DIR + "/" + unit))
         # systemd synthesises a slice that has no unit file (LoadState=loaded, no FragmentPath);
         # create writes one, with a Description, so the slice is a real unit operators can find.

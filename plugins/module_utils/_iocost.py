@@ -22,72 +22,14 @@ __metaclass__ = type
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
-    ManagedFile, PersistError, slug, stamped, udev_match,
+    IOCOST_HELPER, IOCOST_RULES, PersistError, udev_match,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Reconciler
 
 ROOT = "/sys/fs/cgroup"
-HELPER = "/usr/local/libexec/aiinfra-io_isolation/iocost-apply"
-RULES_DIR = "/etc/udev/rules.d"
-RULE_PREFIX = "91-aiinfra-iocost-"
-OWNER = "aiinfra.io_isolation.iocost"
 # rrandiops between the kernel's HDD class (370) and its slowest SSD class (6946): a model on
 # the wrong side of it was most likely measured on (or copied from) the other kind of disk.
 ROTATIONAL_RANDIOPS_LIMIT = 1600
-
-# The udev helper: runs on the managed host at device add, Python 3 stdlib only. It takes the
-# MAJ:MIN udev gives and "file:token,token" arguments, and writes one line per write() to the
-# root cgroup files in argument order (model before qos).
-HELPER_SOURCE = '''#!/usr/bin/python3
-# Managed by Ansible (aiinfra.io_isolation): applies iocost settings from udev rules
-# (/etc/udev/rules.d/91-aiinfra-iocost-*.rules) to the disk's MAJ:MIN of this boot.
-import os
-import re
-import sys
-
-ALLOWED = ("io.cost.model", "io.cost.qos")
-
-
-def main(argv):
-    if len(argv) < 2 or not re.match(r"^[0-9]+:[0-9]+$", argv[0]):
-        sys.stderr.write("usage: iocost-apply MAJ:MIN file:token,token ...\\n")
-        return 2
-    status = 0
-    for arg in argv[1:]:
-        name, _sep, tokens = arg.partition(":")
-        if name not in ALLOWED or not re.match(r"^[a-z]+=[A-Za-z0-9.]+(,[a-z]+=[A-Za-z0-9.]+)*$", tokens):
-            sys.stderr.write("iocost-apply: refusing %r\\n" % arg)
-            return 2
-        line = ("%s %s\\n" % (argv[0], tokens.replace(",", " "))).encode()
-        try:
-            fd = os.open("/sys/fs/cgroup/" + name, os.O_WRONLY)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            report("writing %r to /sys/fs/cgroup/%s failed: %s" % (line, name, e))
-            status = 1
-    return status
-
-
-def report(msg):
-    # udev logs a failing RUN program only at debug level: put it in the kernel log as well,
-    # where dmesg and journalctl -k show it.
-    sys.stderr.write("iocost-apply: %s\\n" % msg)
-    try:
-        fd = os.open("/dev/kmsg", os.O_WRONLY)
-        try:
-            os.write(fd, ("<3>aiinfra-iocost-apply: %s\\n" % msg).encode())
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-'''
 
 
 def model_input(model):
@@ -143,7 +85,7 @@ def held(fs, majmin):
 
 
 def rule_path(record):
-    return "%s/%s%s.rules" % (RULES_DIR, RULE_PREFIX, slug(record.stable_id))
+    return IOCOST_RULES.path(record.stable_id)
 
 
 def _helper_args(name, lines):
@@ -157,11 +99,8 @@ def udev_rule(record, model, qos):
     if model is not None:
         args += _helper_args("io.cost.model", codecs.IO_COST_MODEL.format({record.majmin: model}))
     args += _helper_args("io.cost.qos", codecs.IO_COST_QOS.format({record.majmin: qos}))
-    # No kernel name or MAJ:MIN here, not even in a comment: they change between boots, and the
-    # rule must read the same on a renumbered boot so that a re-run reports no change.
-    body = ("# %s, stable id %s\n" % (record.model or record.kind, record.stable_id)
-            + 'ACTION=="add|change", %s, RUN+="%s $major:$minor %s"\n' % (udev_match(record), HELPER, " ".join(args)))
-    return stamped(body, OWNER)
+    return IOCOST_RULES.render("%s, stable id %s" % (record.model or record.kind, record.stable_id), [
+        'ACTION=="add|change", %s, RUN+="%s $major:$minor %s"' % (udev_match(record), IOCOST_HELPER.path, " ".join(args))])
 
 
 def settings(record, params):
@@ -191,11 +130,11 @@ def settings(record, params):
                 errors.append(str(e))
                 content = None
             if content is not None:
-                out.append(ManagedFile(HELPER, HELPER_SOURCE, mode=0o755, adopt=params.get("adopt"), order=900))
-                out.append(ManagedFile(path, content, adopt=params.get("adopt")))
+                out.append(IOCOST_HELPER.file(adopt=params.get("adopt")))
+                out.append(IOCOST_RULES.file(record.stable_id, content, adopt=params.get("adopt")))
                 persisted.append(path)
         elif state == "absent" and path:
-            out.append(ManagedFile(path, None, adopt=params.get("adopt")))
+            out.append(IOCOST_RULES.file(record.stable_id, None, adopt=params.get("adopt")))
     return out, errors, persisted
 
 
@@ -228,7 +167,7 @@ def reconcile(fs, resolver, params, check_mode):
         settings_, errs, persisted = settings(record, request)
         for s in settings_:
             # the udev helper is one file for every disk
-            if getattr(s, "path", None) == HELPER:
+            if getattr(s, "path", None) == IOCOST_HELPER.path:
                 if helper_added:
                     continue
                 helper_added = True

@@ -37,7 +37,10 @@ import re
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, slug, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_nvme_arbitration_apply as boot
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
+    NVME_ARBITRATION_HELPER, NVME_ARBITRATION_RULES, ManagedFile, udev_value,
+)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError, Setting
 
 # -- the feature -------------------------------------------------------------------------------
@@ -77,90 +80,13 @@ STATUS_MEANINGS = {
 }
 REFUSALS = ((1, 0x0d), (1, 0x0e), (0, 0x02))
 
-# -- persistence ---------------------------------------------------------------------------------
-RULES_DIR = "/etc/udev/rules.d"
-RULE_PREFIX = "91-aiinfra-nvme-arbitration-"
-HELPER = "/usr/local/libexec/aiinfra-io_isolation/nvme-arbitration-apply"
-STATUS_DIR = "/run/aiinfra-io_isolation/nvme-arbitration"
-OWNER = "aiinfra.io_isolation.nvme_arbitration"
-
-# The udev helper, run when a controller is added or goes live (Python 3 stdlib only). Admin commands
-# need state "live" (the driver refuses to open the device before), so the helper waits for it
-# (bounded), then sends Set Features and records the answer under /run.
-HELPER_SOURCE = '''#!/usr/bin/python3
-# Managed by Ansible (aiinfra.io_isolation): re-applies NVMe Arbitration (Set Features FID 0x01)
-# from udev rules (/etc/udev/rules.d/91-aiinfra-nvme-arbitration-*.rules) when a controller is
-# added or goes live (NVME_EVENT=connected: after probe and after every controller reset).
-import json
-import os
-import re
-import subprocess
-import sys
-import time
-
-WAIT_LIVE_SECONDS = 30
-STATUS_DIR = "%(status_dir)s"
-
-
-def attr(name, key):
-    try:
-        with open("/sys/class/nvme/%%s/%%s" %% (name, key)) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def main(argv):
-    if len(argv) != 2 or not re.match(r"^nvme[0-9]+$", argv[0]) or not re.match(r"^0x[0-9a-f]{8}$", argv[1]):
-        sys.stderr.write("usage: nvme-arbitration-apply nvmeN 0xDWORD11\\n")
-        return 2
-    name, dw11 = argv
-    start = time.time()
-    state_at_add = state = attr(name, "state")
-    while state != "live" and time.time() - start < WAIT_LIVE_SECONDS:
-        time.sleep(0.1)
-        state = attr(name, "state")
-    waited = time.time() - start
-    nvme = next((p for p in ("/usr/sbin/nvme", "/usr/bin/nvme", "/sbin/nvme") if os.access(p, os.X_OK)), "nvme")
-    # long options: nvme-cli 2.13's -v is --verbose (its --value is -V)
-    argv = [nvme, "set-feature", "/dev/" + name, "--feature-id=1", "--value=" + dw11]
-    env = dict(os.environ, LANG="C", LC_ALL="C")
-    if state != "live":
-        rc, err = 1, "controller state is %%r after %%d s, not live" %% (state, WAIT_LIVE_SECONDS)
-    else:
-        try:
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=60)
-            rc, err = proc.returncode, proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-            err = err[0] if err else ""
-        except (OSError, subprocess.SubprocessError) as e:
-            rc, err = 1, str(e)
-    serial = attr(name, "serial") or name
-    status = {"controller": name, "serial": serial, "dw11": dw11, "argv": argv, "rc": rc, "stderr": err,
-              "state_at_add": state_at_add, "state": state, "waited_for_live_seconds": round(waited, 2),
-              "seconds": round(time.time() - start, 2), "time": time.time()}
-    try:
-        os.makedirs(STATUS_DIR, exist_ok=True)
-        path = os.path.join(STATUS_DIR, re.sub(r"[^A-Za-z0-9._-]+", "_", serial) + ".json")
-        with open(path + ".tmp", "w") as f:
-            json.dump(status, f, sort_keys=True)
-        os.rename(path + ".tmp", path)
-    except OSError as e:
-        sys.stderr.write("nvme-arbitration-apply: cannot record status: %%s\\n" %% e)
-    if rc:
-        sys.stderr.write("nvme-arbitration-apply: %%s: %%s\\n" %% (" ".join(argv), err))
-    return 1 if rc else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-''' % {"status_dir": STATUS_DIR}
+# -- persistence: _persist.NVME_ARBITRATION_RULES run the boot helper _boot_nvme_arbitration_apply ---
 
 # Selectors are looked up in sysfs and never reach a shell, but a selector that could only be
 # meant for one (';', '$(', '|', quotes...) is refused outright: no controller is named like that.
 _SELECTOR_RE = re.compile(r"^[A-Za-z0-9/][A-Za-z0-9._:/+@ -]*\Z")
 _CTRL_RE = re.compile(r"^(?:/dev/)?(nvme\d+)$")
 _PATH_DISK_RE = re.compile(r"^nvme\d+c(\d+)n\d+$")
-_UDEV_SAFE = re.compile(r"^[A-Za-z0-9._:+@-]+$")
 _GET_FEATURE_RE = re.compile(r"^get-feature:0x([0-9a-fA-F]+) \(([^)]*)\), ([A-Za-z ]+?) value:(?:0x)?([0-9a-fA-F]{1,8})\s*$")
 _SET_FEATURE_RE = re.compile(r"^set-feature:0x[0-9a-fA-F]+ \([^)]*\), value:(?:0x)?([0-9a-fA-F]{1,8})\b", re.M)
 _STATUS_RE = re.compile(r"NVMe status: (.*?)\(0x([0-9a-fA-F]+)\)\s*$")
@@ -805,15 +731,12 @@ class ArbitrationSetting(Setting):
 
 
 def rule_path(ctrl):
-    return "%s/%s%s.rules" % (RULES_DIR, RULE_PREFIX, slug(ctrl.serial))
+    return NVME_ARBITRATION_RULES.path(ctrl.serial)
 
 
 def udev_rule(ctrl, dw11):
     """The rule that re-applies ``dw11`` to the controller with this serial at every controller add."""
-    serial = (ctrl.serial or "").strip()
-    if not _UDEV_SAFE.match(serial):
-        raise ValueError("the serial of %s (%r) has characters a udev rule cannot match safely; use persist: false "
-                         "and re-apply at boot another way" % (ctrl.name, serial))
+    serial = udev_value(ctrl.serial, "serial", ctrl.name)
     fields = decode(dw11)
     if fields["burst"] == "unlimited":
         burst = "unlimited"
@@ -825,20 +748,18 @@ def udev_rule(ctrl, dw11):
     # and "change" with NVME_EVENT=connected, which nvme_start_ctrl() sends each time the controller goes
     # live: after probe and after every reset (reset_controller, error recovery), which resets features.
     match = 'SUBSYSTEM=="nvme", KERNEL=="nvme[0-9]*", ATTR{serial}=="%s", RUN+="%s $kernel %s"' % (
-        serial, HELPER, hex32(dw11))
-    header = ("# NVMe controller serial %s (%s): Arbitration (FID 0x01) dword 11 %s = burst %s, weights (register "
-              "values) low %d, medium %d, high %d\n"
+        serial, NVME_ARBITRATION_HELPER.path, hex32(dw11))
+    header = ("NVMe controller serial %s (%s): Arbitration (FID 0x01) dword 11 %s = burst %s, weights (register "
+              "values) low %d, medium %d, high %d"
               % (serial, ctrl.model or "NVMe", hex32(dw11), burst, fields["low_weight"], fields["medium_weight"],
                  fields["high_weight"]))
-    body = (header
-            + 'ACTION=="add", %s\n' % match
-            + 'ACTION=="change", ENV{NVME_EVENT}=="connected", %s\n' % match)
-    return stamped(body, OWNER)
+    return NVME_ARBITRATION_RULES.render(header, ['ACTION=="add", %s' % match,
+                                                  'ACTION=="change", ENV{NVME_EVENT}=="connected", %s' % match])
 
 
 def last_boot_apply(fs, ctrl):
     """What the udev helper recorded for this controller in this boot, or None."""
-    text = fs.read("%s/%s.json" % (STATUS_DIR, slug(ctrl.serial or ctrl.name)))
+    text = fs.read("%s/%s" % (boot.STATUS_DIR, boot.status_name(ctrl.serial or ctrl.name)))
     if not text:
         return None
     try:
@@ -951,20 +872,19 @@ class Request:
                 if note not in probe.notes:
                     probe.notes.append(note)
                 continue
-            path = rule_path(ctrl)
             if setting.save:
                 # The controller keeps the saved value across resets and power cycles; a rule of ours with an
                 # older value would fight it at the next boot.
-                settings.append(ManagedFile(path, None, adopt=self.params.get("adopt")))
+                settings.append(NVME_ARBITRATION_RULES.file(ctrl.serial, None, adopt=self.params.get("adopt")))
                 continue
             try:
                 content = udev_rule(ctrl, setting.desired["current"])
             except ValueError as e:
                 errors.append(str(e))
                 continue
-            settings.append(ManagedFile(path, content, adopt=self.params.get("adopt")))
+            settings.append(NVME_ARBITRATION_RULES.file(ctrl.serial, content, adopt=self.params.get("adopt")))
         if any(isinstance(s, ManagedFile) and s.desired is not None for s in settings):
-            settings.append(ManagedFile(HELPER, HELPER_SOURCE, mode=0o755, adopt=self.params.get("adopt"), order=900))
+            settings.append(NVME_ARBITRATION_HELPER.file(adopt=self.params.get("adopt")))
         return settings, errors
 
     def refused(self, settings):
@@ -1057,6 +977,6 @@ def run(params, fs, runner, check_mode, reconciler_class):
     result, settings = request.reconcile(reconciler_class(fs, check_mode=check_mode))
     controllers = request.report(result, settings)
     persisted = sorted(s.key for s in settings if isinstance(s, ManagedFile) and s.desired is not None
-                       and s.key.startswith(RULES_DIR))
+                       and s.key != NVME_ARBITRATION_HELPER.path)
     return {"changed": result["changed"], "diff": result["diff"], "controllers": controllers,
             "persisted_to": persisted, "warnings": request.warnings + request.weight_warnings()}

@@ -63,11 +63,10 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_mounts
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import MODPROBE_CONF as CONF_PATH, ManagedFile, stamped
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, Setting
 
 OWNER = "aiinfra.io_isolation.nvme_queues"
-CONF_PATH = "/etc/modprobe.d/aiinfra-io-isolation-nvme.conf"
 PARAMETERS_DIR = "/sys/module/nvme/parameters"
 PARAMS = ("poll_queues", "write_queues", "io_queue_depth")
 # The driver's defaults (pci.c): what a boot without options gives.

@@ -21,11 +21,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
 import re
 
+# The boot helpers: imported so that AnsiballZ packs them with every module that can install one.
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_iocost_apply, _boot_nvme_arbitration_apply
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
 
 STAMP = "Managed by Ansible (aiinfra.io_isolation)"
+
+
+def owner(module):
+    """The owner a managed file's stamp names: the module that wrote it."""
+    return "aiinfra.io_isolation.%s" % module
 
 
 def stamped(body, owner, comment="#"):
@@ -77,14 +85,30 @@ class PersistError(ValueError):
     pass
 
 
+# == the paths this collection owns ================================================================
+# Every file the collection writes outside the kernel's own files is declared here, once: the
+# modules build their files from these declarations, and the purge module finds what a host holds
+# by walking them (``owned_files``). A path in a module that is not declared here is a bug.
+
+ETC_RULES_DIR = "/etc/udev/rules.d"
+LIBEXEC_DIR = "/usr/local/libexec/aiinfra-io_isolation"
+SYSCTL_CONF = "/etc/sysctl.d/90-aiinfra-io-isolation.conf"
+TMPFILES_CONF = "/etc/tmpfiles.d/aiinfra-io-isolation-sched.conf"
+# debugfs scheduler tunables need debugfs mounted: this drop-in orders systemd-tmpfiles-setup after it.
+TMPFILES_DROPIN = "/etc/systemd/system/systemd-tmpfiles-setup.service.d/50-aiinfra-io-isolation-debugfs.conf"
+MODPROBE_CONF = "/etc/modprobe.d/aiinfra-io-isolation-nvme.conf"
+SYSTEMD_UNIT_DIR = "/etc/systemd/system"
+SYSTEMD_DROPIN_NAME = "50-aiinfra-io-isolation.conf"
+
 _UDEV_SAFE = re.compile(r"^[A-Za-z0-9._:+@-]+$")
 
 
-def _udev_value(value, what, device):
+def udev_value(value, what, device):
+    """``value`` as a udev rule may quote it in a match, or PersistError naming the device and the fix."""
     value = (value or "").strip()
     if not _UDEV_SAFE.match(value):
-        raise PersistError("the %s of %s (%r) has characters a udev rule cannot match safely; "
-                           "use persist=false and re-apply at boot another way" % (what, device, value))
+        raise PersistError("the %s of %s (%r) has characters a udev rule cannot match safely; use persist: false "
+                           "and re-apply at boot another way" % (what, device, value))
     return value
 
 
@@ -97,16 +121,116 @@ def udev_match(record):
     """
     base = 'SUBSYSTEM=="block", ENV{DEVTYPE}=="disk"'
     if record.stable_id_source == "wwn" and record.wwid:
-        return base + ', ATTRS{wwid}=="%s"' % _udev_value(record.wwid, "WWN", record.name)
+        return base + ', ATTRS{wwid}=="%s"' % udev_value(record.wwid, "WWN", record.name)
     if record.stable_id_source == "serial" and record.kind == "virtio":
-        return base + ', ATTR{serial}=="%s"' % _udev_value(record.serial, "serial", record.name)
+        return base + ', ATTR{serial}=="%s"' % udev_value(record.serial, "serial", record.name)
     if record.stable_id_source == "by-path" and record.by_path:
         link = record.by_path[0]
-        return base + ', ENV{ID_PATH}=="%s"' % _udev_value(link, "by-path identity", record.name)
-    raise PersistError("%s has no identity a udev rule can match (stable id: %s%s); use persist=false"
+        return base + ', ENV{ID_PATH}=="%s"' % udev_value(link, "by-path identity", record.name)
+    raise PersistError("%s has no identity a udev rule can match (stable id: %s%s); use persist: false"
                        % (record.name, record.stable_id, "; " + record.stable_id_note if record.stable_id_note else ""))
 
 
 def slug(stable_id):
     """A file-name-safe form of a stable identity."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stable_id).strip("_")[:120]
+
+
+class UdevRule:
+    """One family of per-device udev rule files: ``/etc/udev/rules.d/91-aiinfra-<kind>-<identity>.rules``.
+
+    Numbered 91, after systemd's ``90-iocost.rules`` (systemd 254+): udev runs RUN programs and
+    assignments in rule order, so for the devices this collection manages its values come last and
+    win. A rule never names a kernel name or MAJ:MIN, not even in a comment: they change between
+    boots, and the rule must read the same on a renumbered boot so that a re-run reports no change.
+    """
+
+    def __init__(self, kind, module):
+        self.kind = kind
+        self.module = module
+        self.owner = owner(module)
+        self.prefix = "91-aiinfra-%s-" % kind
+
+    def path(self, identity):
+        return "%s/%s%s.rules" % (ETC_RULES_DIR, self.prefix, slug(identity))
+
+    def pattern(self):
+        return "%s/%s*.rules" % (ETC_RULES_DIR, self.prefix)
+
+    def render(self, comment, lines):
+        """The stamped file: a ``# comment`` header line, then one rule per line."""
+        return stamped("".join("# %s\n" % c for c in comment.splitlines()) + "".join(l + "\n" for l in lines),
+                       self.owner)
+
+    def file(self, identity, content, adopt=False):
+        """The rule as an engine setting; ``content`` None removes it."""
+        return ManagedFile(self.path(identity), content, adopt=adopt)
+
+
+class BootHelper:
+    """A program a udev rule runs at boot, shipped as a real module_utils file of the collection.
+
+    The file is linted and unit-tested like the rest of the code; what lands on the host is its own
+    text behind a shebang and the managed stamp. AnsiballZ packs it with the module because the
+    module that installs it imports it; its text is read back through the import system
+    (its module's loader), which works from AnsiballZ's zip as from a checkout.
+    """
+
+    def __init__(self, name, source, module):
+        self.name = name
+        self.path = "%s/%s" % (LIBEXEC_DIR, name)
+        self.source = source
+        self.module = module
+        self.owner = owner(module)
+
+    def content(self):
+        # The loader that imported it reads it back: zipimport inside AnsiballZ, ansible's collection
+        # loader or the file system elsewhere.
+        loader = getattr(self.source, "__loader__", None)
+        try:
+            data = loader.get_data(self.source.__file__)
+        except (AttributeError, OSError, NotImplementedError):
+            with open(self.source.__file__, "rb") as f:
+                data = f.read()
+        return "#!/usr/bin/python3\n" + stamped(data.decode("utf-8"), self.owner)
+
+    def file(self, adopt=False):
+        # written before the rules that run it (order 900 < ManagedFile's 1000)
+        return ManagedFile(self.path, self.content(), mode=0o755, adopt=adopt, order=900)
+
+
+IOCOST_RULES = UdevRule("iocost", "iocost")
+BLK_QUEUE_RULES = UdevRule("blk-queue", "blk_queue")
+NVME_ARBITRATION_RULES = UdevRule("nvme-arbitration", "nvme_arbitration")
+IOCOST_HELPER = BootHelper("iocost-apply", _boot_iocost_apply, "iocost")
+NVME_ARBITRATION_HELPER = BootHelper("nvme-arbitration-apply", _boot_nvme_arbitration_apply, "nvme_arbitration")
+BOOT_HELPERS = (IOCOST_HELPER, NVME_ARBITRATION_HELPER)
+
+# (owner module, glob of the files it writes) - what purge walks. The systemd entries are the
+# cgroup module's drop-ins and the slices it creates (a slice file is only ours when stamped).
+OWNED = tuple((r.module, r.pattern()) for r in (IOCOST_RULES, BLK_QUEUE_RULES, NVME_ARBITRATION_RULES)) + (
+    ("sysctl", SYSCTL_CONF),
+    ("sysctl", TMPFILES_CONF),
+    ("sysctl", TMPFILES_DROPIN),
+    ("nvme_queues", MODPROBE_CONF),
+    ("cgroup", "%s/*.d/%s" % (SYSTEMD_UNIT_DIR, SYSTEMD_DROPIN_NAME)),
+    ("cgroup", "%s/*.slice" % SYSTEMD_UNIT_DIR),
+) + tuple((h.module, h.path) for h in BOOT_HELPERS)
+
+
+def owned_files(fs):
+    """[(owner module, path)] of every file on the host that the registry declares and that carries
+    the managed stamp (a file of the same name without it belongs to someone else)."""
+    out = []
+    for owner, pattern in OWNED:
+        directory, _sep, name = pattern.rpartition("/")
+        dirs = [directory]
+        if "*" in directory:
+            parent, _sep, sub = directory.rpartition("/")
+            dirs = ["%s/%s" % (parent, d) for d in sorted(fs.listdir(parent) or []) if fnmatch.fnmatchcase(d, sub)]
+        for d in dirs:
+            for entry in sorted(fs.listdir(d) or []):
+                path = "%s/%s" % (d, entry)
+                if fnmatch.fnmatchcase(entry, name) and is_managed(ManagedFile(path, None).read(fs)):
+                    out.append((owner, path))
+    return out

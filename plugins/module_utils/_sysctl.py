@@ -82,15 +82,14 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities
     parse_kernel_release, parse_mounts,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, is_managed, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
+    SYSCTL_CONF, TMPFILES_CONF, TMPFILES_DROPIN, ManagedFile, is_managed, stamped,
+)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Setting
 
-SYSCTL_CONF = "/etc/sysctl.d/90-aiinfra-io-isolation.conf"
-TMPFILES_CONF = "/etc/tmpfiles.d/aiinfra-io-isolation-sched.conf"
 # systemd-tmpfiles-setup.service (After=local-fs.target) is not ordered after the static
 # sys-kernel-debug.mount (DefaultDependencies=no, Before=sysinit.target) on a stock install, so the
 # 'w' lines could run before debugfs is mounted. This drop-in orders them; it only matters at boot.
-TMPFILES_DROPIN = "/etc/systemd/system/systemd-tmpfiles-setup.service.d/50-aiinfra-io-isolation-debugfs.conf"
 TMPFILES_DROPIN_BODY = ("# The scheduler tunables in %s are debugfs files: write them after debugfs is mounted.\n"
                         "[Unit]\nWants=sys-kernel-debug.mount\nAfter=sys-kernel-debug.mount\n" % TMPFILES_CONF)
 SYSTEMD_RUNNING = "/run/systemd/system"

@@ -43,11 +43,11 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs impor
     CGROUP_FILES, CPU_MAX, IO_LATENCY, IO_MAX, IO_WEIGHT, MAX, MEMORY, PAGE_SIZE, CodecError,
     parse_rate, parse_size,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, is_managed, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
+    SYSTEMD_DROPIN_NAME as DROPIN_NAME, SYSTEMD_UNIT_DIR as UNIT_DIR, ManagedFile, stamped,
+)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
 
-UNIT_DIR = "/etc/systemd/system"
-DROPIN_NAME = "50-aiinfra-io-isolation.conf"
 OWNER = "aiinfra.io_isolation.cgroup"
 BY_ID = "/dev/disk/by-id"
 SECTIONS = {".slice": "Slice", ".service": "Service", ".scope": "Scope"}
@@ -904,15 +904,14 @@ class UnitState(Setting):
         self.watch = sorted(set(list(plan.expected if plan is not None else ())
                                 + [DIRECTIVE_FILES[n] for n, _v in parse_dropin(previous_dropin)
                                    if n in DIRECTIVE_FILES]))
+        # the unit's files are ManagedFiles: their reading, adopt check and atomic writes are the persistence layer's
+        self.files = [ManagedFile(path, content, adopt=adopt) for path, content in sorted(files.items())]
         desired = {"files": dict(files), "kernel": dict(plan.expected) if plan is not None else {}, "drift": []}
         super(UnitState, self).__init__(unit, desired)
 
     # -- reading ------------------------------------------------------------------------------
     def read(self, fs):
-        files = {}
-        for path in self.desired["files"]:
-            data = fs.read_bytes(path)
-            files[path] = None if data is None else data.decode("utf-8", "replace")
+        files = dict((f.path, f.read(fs)) for f in self.files)
         kernel, drift = {}, []
         if self.cgroup_dir and fs.isdir(self.cgroup_dir):
             for name in self.watch:
@@ -930,11 +929,10 @@ class UnitState(Setting):
         return current["files"] != self.desired["files"] or bool(current["drift"])
 
     def validate(self, current):
-        if self.adopt:
-            return []
-        return ["%s exists and is not managed by aiinfra.io_isolation; move it away or set adopt to let the "
-                "collection take it over" % path
-                for path, text in sorted(current["files"].items()) if text is not None and not is_managed(text)]
+        problems = []
+        for f in self.files:
+            problems.extend(f.validate(current["files"].get(f.path)))
+        return problems
 
     def report(self, value):
         out = {"files": value["files"], "kernel": value["kernel"]}
@@ -952,11 +950,10 @@ class UnitState(Setting):
         self._apply(fs, previous["files"], old, self.directives, start=False)
 
     def _apply(self, fs, files, directives, previous, start=None, extra=()):
+        # writes before removals
+        by_path = dict((f.path, f) for f in self.files)
         for path, content in sorted(files.items(), key=lambda kv: kv[1] is None):
-            if content is None:
-                fs.remove(path)
-            else:
-                fs.atomic_write(path, content)
+            by_path[path].write(fs, content, None)
         self.runner.run(daemon_reload_argv())
         if self.start if start is None else start:
             self.runner.run(start_argv(self.unit))

@@ -9,6 +9,7 @@ change of Arbitration, so the success path runs against synthetic controller sta
 same output formats (fixtures/nvme_arbitration/synthetic-*.json, checked against the simulator).
 """
 
+import importlib.util
 import json
 import os
 import sys
@@ -18,8 +19,10 @@ import types
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_nvme_arbitration_apply as boot
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_arbitration as arb
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import NVME_ARBITRATION_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError
 from fakehost import FakeHost
 
@@ -537,7 +540,7 @@ def test_refusal_at_write_under_warn_skips_that_controller_and_applies_the_other
     assert lab.nvme["nvme0"].current == 0x3 and lab.nvme["nvme1"].current == 0x7
     assert result["persisted_to"] == [RULE_A]
     assert any("0x410e Feature Not Changeable" in w and "skipped" in w for w in result["warnings"])
-    assert set(result["diff"]["after"]) == {"arbitration[nvme0]", RULE_A, arb.HELPER}
+    assert set(result["diff"]["after"]) == {"arbitration[nvme0]", RULE_A, NVME_ARBITRATION_HELPER.path}
 
 
 def test_skip_by_capabilities_and_skip_by_refusal_in_one_call_warn_once_each(tmp_path):
@@ -584,11 +587,11 @@ def test_change_is_applied_read_back_and_persisted_by_serial(tmp_path):
     lines = rule.splitlines()
     assert lines[0].startswith("# Managed by Ansible (aiinfra.io_isolation): aiinfra.io_isolation.nvme_arbitration")
     assert lines[2] == ('ACTION=="add", SUBSYSTEM=="nvme", KERNEL=="nvme[0-9]*", ATTR{serial}=="lab-nvme-a", '
-                        'RUN+="%s $kernel 0x03020103"' % arb.HELPER)
+                        'RUN+="%s $kernel 0x03020103"' % NVME_ARBITRATION_HELPER.path)
     assert lines[3] == ('ACTION=="change", ENV{NVME_EVENT}=="connected", SUBSYSTEM=="nvme", KERNEL=="nvme[0-9]*", '
-                        'ATTR{serial}=="lab-nvme-a", RUN+="%s $kernel 0x03020103"' % arb.HELPER)
+                        'ATTR{serial}=="lab-nvme-a", RUN+="%s $kernel 0x03020103"' % NVME_ARBITRATION_HELPER.path)
     assert "nvme0" not in rule.replace("nvme[0-9]", "") and "0000:00:" not in rule, "no kernel name or PCI address"
-    helper = lab.host.path(arb.HELPER)
+    helper = lab.host.path(NVME_ARBITRATION_HELPER.path)
     assert os.stat(helper).st_mode & 0o777 == 0o755
     assert len(result["warnings"]) == 2  # weights
 
@@ -760,8 +763,11 @@ def test_serial_unfit_for_a_udev_rule(tmp_path):
 
 def helper_namespace(tmp_path, states, nvme_result=(1, b"", b"NVMe status: Feature Not Changeable: x(0x410e)\n")):
     """The helper's code with sysfs, subprocess and sleep replaced (it runs as udev would run it)."""
-    ns = {}
-    exec(compile(arb.HELPER_SOURCE, "nvme-arbitration-apply", "exec"), ns)  # pylint: disable=exec-used
+    # a fresh copy of the helper module per test: the tests replace its globals
+    spec = importlib.util.spec_from_file_location("nvme_arbitration_apply_under_test", boot.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ns = vars(module)
     ns["STATUS_DIR"] = str(tmp_path / "status")
     seen = {"state": list(states), "argv": []}
 
@@ -801,7 +807,7 @@ def test_helper_refuses_bad_arguments_and_gives_up_on_a_dead_controller(tmp_path
 
 def test_last_boot_apply_is_reported(tmp_path):
     lab = Lab(tmp_path, "debian12", True)
-    lab.host.write(arb.STATUS_DIR + "/lab-nvme-a.json", json.dumps({"rc": 1, "stderr": "NVMe status: x(0x410e)"}))
+    lab.host.write(boot.STATUS_DIR + "/lab-nvme-a.json", json.dumps({"rc": 1, "stderr": "NVMe status: x(0x410e)"}))
     result = lab.run()
     assert result["controllers"][0]["last_boot_apply"]["rc"] == 1
     assert result["controllers"][1]["last_boot_apply"] is None

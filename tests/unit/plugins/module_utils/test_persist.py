@@ -1,13 +1,19 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""udev matching by stable identity, file stamps, slugs."""
+"""udev matching by stable identity, file stamps, slugs, boot helpers, the owned-path registry."""
+
+import importlib
+import zipfile
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_iocost_apply, _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import BlockDevice
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
-    PersistError, is_managed, slug, stamped, udev_match,
+    BLK_QUEUE_RULES, BOOT_HELPERS, IOCOST_HELPER, IOCOST_RULES, LIBEXEC_DIR, NVME_ARBITRATION_RULES, OWNED,
+    SYSCTL_CONF, SYSTEMD_DROPIN_NAME, BootHelper, PersistError, is_managed, owned_files, slug, stamped, udev_match,
+    udev_value,
 )
 
 
@@ -49,3 +55,62 @@ def test_rotational_disk_with_ssd_model_warns():
     assert "SSD-class" in _iocost.class_warnings(hdd, {"rrandiops": 100000})[0]
     assert _iocost.class_warnings(hdd, {"rrandiops": 370}) == []
     assert _iocost.class_warnings(hdd, {"ctrl": "auto"}) == [] and _iocost.class_warnings(hdd, {"rrandiops": "x"}) == []
+
+
+def test_boot_helpers_are_shipped_as_their_own_source_behind_a_shebang_and_the_stamp():
+    for helper in BOOT_HELPERS:
+        text = helper.content()
+        lines = text.splitlines()
+        assert lines[0] == "#!/usr/bin/python3" and is_managed(text) and helper.owner in lines[1]
+        assert text.endswith(open(helper.source.__file__).read())
+        compile(text, helper.path, "exec")
+        assert helper.path.startswith(LIBEXEC_DIR + "/") and (helper.module, helper.path) in OWNED
+
+
+def test_boot_helper_source_is_read_through_zipimport(tmp_path, monkeypatch):
+    """AnsiballZ runs modules from a zip: the helper's text must come from the zip's loader."""
+    zpath = str(tmp_path / "ansiballz.zip")
+    with zipfile.ZipFile(zpath, "w") as z:
+        z.writestr("zipped_iocost_apply.py", open(_boot_iocost_apply.__file__).read())
+    monkeypatch.syspath_prepend(zpath)
+    module = importlib.import_module("zipped_iocost_apply")
+    assert module.__file__.startswith(zpath) and type(module.__loader__).__name__ == "zipimporter"
+    helper = BootHelper("iocost-apply", module, "iocost")
+    assert helper.content() == IOCOST_HELPER.content()
+
+
+def test_udev_rule_family_paths_and_render():
+    assert IOCOST_RULES.path("wwn:nvme.1b36 x") == "/etc/udev/rules.d/91-aiinfra-iocost-wwn_nvme.1b36_x.rules"
+    text = IOCOST_RULES.render("QEMU NVMe Ctrl, stable id wwn:x", ['ACTION=="add", RUN+="x"'])
+    assert text.splitlines()[1:] == ["# QEMU NVMe Ctrl, stable id wwn:x", 'ACTION=="add", RUN+="x"']
+    assert is_managed(text) and "aiinfra.io_isolation.iocost" in text.splitlines()[0]
+    assert BLK_QUEUE_RULES.pattern() == "/etc/udev/rules.d/91-aiinfra-blk-queue-*.rules"
+    with pytest.raises(PersistError, match="persist: false"):
+        udev_value("a b", "serial", "nvme0")
+
+
+def test_owned_files_lists_only_stamped_files_the_registry_declares(tmp_path):
+    root = tmp_path
+    fs = KernelFS(str(root))
+
+    def put(path, text):
+        p = root / path.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    put(IOCOST_RULES.path("wwn:a"), stamped("x\n", "aiinfra.io_isolation.iocost"))
+    put(BLK_QUEUE_RULES.path("wwn:a"), "not ours\n")
+    put(NVME_ARBITRATION_RULES.path("lab-nvme-a"), stamped("x\n", "aiinfra.io_isolation.nvme_arbitration"))
+    put("/etc/udev/rules.d/90-iocost.rules", stamped("x\n", "someone"))
+    put(SYSCTL_CONF, stamped("vm.swappiness = 10\n", "aiinfra.io_isolation.sysctl"))
+    put("/etc/systemd/system/inference.slice.d/" + SYSTEMD_DROPIN_NAME, stamped("[Slice]\n", "aiinfra.io_isolation.cgroup"))
+    put("/etc/systemd/system/inference.slice", stamped("[Unit]\n", "aiinfra.io_isolation.cgroup"))
+    put("/etc/systemd/system/other.slice", "[Unit]\n")
+    put(IOCOST_HELPER.path, IOCOST_HELPER.content())
+    assert owned_files(fs) == [
+        ("iocost", IOCOST_RULES.path("wwn:a")),
+        ("nvme_arbitration", NVME_ARBITRATION_RULES.path("lab-nvme-a")),
+        ("sysctl", SYSCTL_CONF),
+        ("cgroup", "/etc/systemd/system/inference.slice.d/" + SYSTEMD_DROPIN_NAME),
+        ("cgroup", "/etc/systemd/system/inference.slice"),
+        ("iocost", IOCOST_HELPER.path),
+    ]

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue as bq
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ETC_RULES_DIR
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError
 from fakehost import FakeHost
 from simkernel import SimKernel
@@ -463,7 +464,7 @@ def test_absent_removes_the_rule_and_leaves_live_values(lab):
     lab.sim.writes[:] = []
     result, warnings = lab.run([{"device": "lab-nvme-a"}, {"device": "lab-nvme-b"}], state="absent")
     assert lab.sim.writes == [] and lab.etc() == []
-    assert result["changed"] and result["devices"][0]["removed"].startswith(bq.RULES_DIR)
+    assert result["changed"] and result["devices"][0]["removed"].startswith(ETC_RULES_DIR)
     assert result["devices"][1]["removed"] is None and result["devices"][1]["changed"] is False
     assert result["devices"][0]["held"]["scheduler"] == "mq-deadline" and lab.q["nvme0n1"].elevator == "mq-deadline"
     assert any("live values stay as they are" in w and "scheduler=mq-deadline" in w for w in warnings)

@@ -8,7 +8,8 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_iocost_apply, _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import IOCOST_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.modules import iocost
 from fakehost import FakeHost
 from simkernel import SimIocost, SimKernel
@@ -59,7 +60,7 @@ def test_present_applies_model_then_qos_and_persists_by_identity(lab):
     assert "259:0" not in rule.split("\n", 2)[2], "the rule must not carry the MAJ:MIN of this boot"
     assert "io.cost.model:ctrl=user,model=linear,rbps=2000000000," in rule
     assert "io.cost.qos:enable=1,ctrl=user,rpct=95.00,rlat=5000,wpct=95.00,wlat=5000,min=50.00,max=150.00" in rule
-    helper = lab.sim.path(_iocost.HELPER)
+    helper = lab.sim.path(IOCOST_HELPER.path)
     assert os.stat(helper).st_mode & 0o111
     assert set(result["diff"]["after"]) >= {"io.cost.model[259:0]", "io.cost.qos[259:0]", rule_file}
     lab.sim.writes[:] = []
@@ -73,8 +74,7 @@ def test_helper_applies_the_rule_to_a_new_majmin(lab, tmp_path):
     result = lab.run(device="lab-nvme-a", model=MODEL, qos=QOS)
     rule = open(lab.sim.path(result["persisted_to"][0])).read().splitlines()[-1]
     args = rule.split('RUN+="', 1)[1].rstrip('"').split()[2:]
-    ns = {}
-    exec(compile(_iocost.HELPER_SOURCE, "iocost-apply", "exec"), ns)  # pylint: disable=exec-used
+    ns = vars(_boot_iocost_apply)
     written = []
     real_open, real_write = os.open, os.write
     try:
@@ -90,8 +90,7 @@ def test_helper_applies_the_rule_to_a_new_majmin(lab, tmp_path):
 
 def test_helper_reports_a_refused_write_to_the_kernel_log():
     """udev hides a failing RUN program's output: the helper's failure must reach /dev/kmsg."""
-    ns = {}
-    exec(compile(_iocost.HELPER_SOURCE, "iocost-apply", "exec"), ns)  # pylint: disable=exec-used
+    ns = vars(_boot_iocost_apply)
     opened, written = [], []
     real_open, real_write = os.open, os.write
 
@@ -226,7 +225,7 @@ def test_several_disks_in_one_call(lab):
     assert len(rules) == 2 and all(os.path.exists(lab.sim.path(p)) for p in rules)
     assert "device" not in result and "model" not in result
     # one udev helper for both disks, written once
-    assert sum(1 for k in result["diff"]["after"] if k == _iocost.HELPER) == 1
+    assert sum(1 for k in result["diff"]["after"] if k == IOCOST_HELPER.path) == 1
     lab.sim.writes[:] = []
     again = lab.run(devices=[{"device": "lab-nvme-a", "model": MODEL, "qos": QOS},
                              {"device": "lab-nvme-b", "model": {"ctrl": "auto"}}])

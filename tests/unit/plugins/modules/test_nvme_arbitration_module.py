@@ -12,6 +12,7 @@ from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_arbitration as arb
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import NVME_ARBITRATION_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.modules import nvme_arbitration
 from fakehost import FakeHost
 
@@ -143,7 +144,7 @@ def test_success_path_on_synthetic_controllers(lab):
     assert result["diff"]["after"]["arbitration[nvme0]"] == {"dw11": "0x00000003", "burst": 3, "burst_commands": 8,
                                                              "low_weight": 0, "medium_weight": 0, "high_weight": 0}
     assert RULE_A in result["persisted_to"] and os.path.exists(host.path(RULE_A))
-    assert os.path.exists(host.path(arb.HELPER))
+    assert os.path.exists(host.path(NVME_ARBITRATION_HELPER.path))
     assert host.warnings == [], "burst alone draws no weight warning"
     again = host.run(controllers=["lab-nvme-a", "lab-nvme-b"], burst=3)
     assert again["changed"] is False
