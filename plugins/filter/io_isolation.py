@@ -16,9 +16,6 @@ try:
 except ImportError:  # pragma: no cover - reported when a query is used
     jmespath = None
 
-# The identity fields a selector may name, most stable first (the first one present is what
-# the roles pass to the modules, so requests never depend on this boot's names or numbers).
-STABLE_KEYS = ("wwid", "wwn", "serial")
 MODEL_KEYS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
 CAP_KEYS = {"rbps": "rbps", "wbps": "wbps", "riops": "rrandiops", "wiops": "wrandiops"}
 
@@ -38,14 +35,13 @@ def _identity_names(identity):
 
 
 def stable_selector(identity):
-    """What the roles pass as ``device``: the disk's WWN/serial, never its name or MAJ:MIN."""
-    for key in STABLE_KEYS:
-        if identity.get(key):
-            return str(identity[key])
-    if identity.get("by_id"):
-        return "/dev/disk/by-id/" + identity["by_id"][0]
-    raise AnsibleFilterError("%s has no stable identity (WWN, serial or by-id link); name it explicitly"
-                             % identity.get("name"))
+    """What the roles pass as ``device``: the selector of the disk's stable identity as io_facts
+    ranked it (``identity.stable_selector``; the ranking lives only in the resolver), never its
+    kernel name or MAJ:MIN."""
+    if identity.get("stable_selector"):
+        return str(identity["stable_selector"])
+    raise AnsibleFilterError("%s has no stable identity (%s); name it explicitly"
+                             % (identity.get("name"), identity.get("stable_id_note") or "no WWN, serial or by-id link"))
 
 
 def select_disks(facts, selectors=None, query=None):

@@ -26,7 +26,9 @@ Every record carries ``stable_id``: the identity to key persisted configuration 
 is unique on the host, else the serial (+ namespace id for NVMe), else a device-mapper / md
 UUID, else a ``/dev/disk/by-path`` name). It is never a kernel name or MAJ:MIN, which the kernel
 may renumber at the next boot; when nothing stable exists it is ``None`` and ``stable_id_note``
-says why.
+says why. ``stable_selector`` is the selector for that same identity that this resolver accepts
+(what the roles pass to the modules), and :func:`stable_by_id_link` the ``/dev/disk/by-id`` link
+a systemd drop-in names. This file is the only place that ranks identities.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -61,6 +63,7 @@ FIELDS = (
     "model", "vendor", "serial", "firmware", "wwn", "wwid", "eui", "nguid", "uuid", "nsid",
     "controller", "nvme_subsystem", "nvme_paths", "dm_name", "dm_uuid", "md_uuid", "md_level",
     "backing_file", "slaves", "holders", "by_id", "by_path", "stable_id", "stable_id_source", "stable_id_note",
+    "stable_selector",
 )
 
 
@@ -584,6 +587,54 @@ def _stable_candidates(rec):
     return out
 
 
+# /dev/disk/by-id link names by preference: WWN first, then the NVMe wwid forms, the virtio
+# serial, then the other serial-based links. dm-name-/md-name- are names an admin may change.
+_LINK_RANKS = (
+    (re.compile(r"^wwn-"), 0),
+    (re.compile(r"^nvme-(eui|uuid)\."), 1),
+    (re.compile(r"^nvme-nvme\."), 2),
+    (re.compile(r"^virtio-"), 3),
+    (re.compile(r"^(nvme-|scsi-|ata-|usb-)"), 4),
+    (re.compile(r"^(dm-uuid-|md-uuid-)"), 5),
+)
+_LINK_EXCLUDED = re.compile(r"^(dm-name-|md-name-)")
+# Characters that survive unit-file parsing unchanged ('%' is a specifier, '\' an escape,
+# whitespace separates the path from the value).
+_LINK_SAFE = re.compile(r"^[A-Za-z0-9#+.:=@_,~-]+$")
+
+
+def _link_rank(link):
+    if _LINK_EXCLUDED.match(link) or not _LINK_SAFE.match(link):
+        return None
+    for pattern, rank in _LINK_RANKS:
+        if pattern.match(link):
+            return rank
+    return len(_LINK_RANKS)
+
+
+def stable_by_id_link(rec):
+    """The best ``/dev/disk/by-id`` link of a disk with a stable identity (None: none usable)."""
+    if rec.stable_id is None:
+        return None
+    ranked = sorted((_link_rank(link), link) for link in rec.by_id if _link_rank(link) is not None)
+    return "%s/%s" % (BY_ID, ranked[0][1]) if ranked else None
+
+
+def _stable_selector(rec):
+    """A selector for the disk's stable identity (``stable_id_source``) that :meth:`resolve` accepts."""
+    source = rec.stable_id_source
+    if source == "wwn":
+        return rec.wwid or rec.wwn
+    if source == "serial":
+        return rec.serial
+    if source in ("dm-uuid", "md-uuid"):
+        link = next((l for l in rec.by_id if l.startswith(source + "-")), None)
+        return "%s/%s" % (BY_ID, link) if link else stable_by_id_link(rec)
+    if source == "by-path":
+        return "%s/%s" % (BY_PATH, rec.by_path[0])
+    return None
+
+
 def _assign_stable_ids(records):
     """Pick for each record the first candidate identity that is unique among visible disks."""
     counts = {}
@@ -597,7 +648,7 @@ def _assign_stable_ids(records):
             counts[sid] = counts.get(sid, 0) + 1
             owners.setdefault(sid, []).append(rec.name)
     for rec in records:
-        rec.stable_id = rec.stable_id_source = None
+        rec.stable_id = rec.stable_id_source = rec.stable_selector = None
         if rec.hidden:
             rec.stable_id_note = "%s is hidden (no device number); it cannot be configured" % rec.name
             continue
@@ -617,6 +668,7 @@ def _assign_stable_ids(records):
                                   "at reboot, so do not persist settings keyed by them" % (rec.name, "; ".join(notes)))
         else:
             rec.stable_id_note = "; ".join(notes) if notes else None
+            rec.stable_selector = _stable_selector(rec)
 
 
 def list_disks(fs, include_empty=False):

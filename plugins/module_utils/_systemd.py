@@ -43,13 +43,13 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs impor
     CGROUP_FILES, CPU_MAX, IO_LATENCY, IO_MAX, IO_WEIGHT, MAX, MEMORY, PAGE_SIZE, CodecError,
     parse_rate, parse_size,
 )
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import stable_by_id_link
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     SYSTEMD_DROPIN_NAME as DROPIN_NAME, SYSTEMD_UNIT_DIR as UNIT_DIR, ManagedFile, stamped,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
 
 OWNER = "aiinfra.io_isolation.cgroup"
-BY_ID = "/dev/disk/by-id"
 SECTIONS = {".slice": "Slice", ".service": "Service", ".scope": "Scope"}
 # Slices systemd itself defines; a unit file in /etc would replace the vendor one.
 BUILTIN_SLICES = ("-.slice", "system.slice", "user.slice", "machine.slice")
@@ -77,20 +77,6 @@ IO_LIMIT_DIRECTIVES = (("rbps", "IOReadBandwidthMax"), ("wbps", "IOWriteBandwidt
 LATENCY_PROPERTY = "IODeviceLatencyTargetUSec"   # show name of IODeviceLatencyTargetSec=
 DEVICE_PROPERTIES = ("IODeviceWeight", LATENCY_PROPERTY) + tuple(d for _k, d in IO_LIMIT_DIRECTIVES)
 
-# /dev/disk/by-id link names by preference: WWN first, then the NVMe wwid forms, the virtio
-# serial, then the other serial-based links. dm-name-/md-name- are names an admin may change.
-_LINK_RANKS = (
-    (re.compile(r"^wwn-"), 0),
-    (re.compile(r"^nvme-(eui|uuid)\."), 1),
-    (re.compile(r"^nvme-nvme\."), 2),
-    (re.compile(r"^virtio-"), 3),
-    (re.compile(r"^(nvme-|scsi-|ata-|usb-)"), 4),
-    (re.compile(r"^(dm-uuid-|md-uuid-)"), 5),
-)
-_LINK_EXCLUDED = re.compile(r"^(dm-name-|md-name-)")
-# Characters that survive unit-file parsing unchanged ('%' is a specifier, '\' an escape,
-# whitespace separates the path from the value).
-_LINK_SAFE = re.compile(r"^[A-Za-z0-9#+.:=@_,~-]+$")
 _SPAN_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([^\s0-9.]+)")
 _TIME_UNITS = {
     "us": 1, "usec": 1, u"\u00b5s": 1, u"\u03bcs": 1,
@@ -178,20 +164,11 @@ def dropin_setting(unit, plan=None, owner=OWNER, adopt=False):
 # Devices
 # ---------------------------------------------------------------------------------------------
 
-def _link_rank(link):
-    if _LINK_EXCLUDED.match(link) or not _LINK_SAFE.match(link):
-        return None
-    for pattern, rank in _LINK_RANKS:
-        if pattern.match(link):
-            return rank
-    return len(_LINK_RANKS)
-
-
 def stable_device_path(record):
     """The ``/dev/disk/by-id`` link a drop-in should name for a resolved whole disk.
 
-    Prefers ``wwn-*``, then ``nvme-eui.*``/``nvme-uuid.*``, ``nvme-nvme.*`` (the NVMe wwid),
-    then ``virtio-<serial>``, then other serial links. Raises :class:`SystemdError` for a
+    The link is ranked by ``_devices.stable_by_id_link`` (WWN first, then the NVMe wwid forms, the
+    virtio serial, other serial links). Raises :class:`SystemdError` for a
     partition, a hidden device, or a disk whose only name is its kernel name.
     """
     name = record.name
@@ -203,14 +180,14 @@ def stable_device_path(record):
     if record.stable_id is None:
         raise SystemdError("%s has no persistent identity, so a drop-in cannot name it reliably: %s"
                            % (name, record.stable_id_note or "no WWN, serial or by-id link"))
-    ranked = sorted((_link_rank(link), link) for link in record.by_id if _link_rank(link) is not None)
-    if not ranked:
+    link = stable_by_id_link(record)
+    if link is None:
         raise SystemdError(
             "%s (%s) has no usable /dev/disk/by-id link (links: %s); a drop-in must not name /dev/%s, which can be "
             "another disk after a reboot. Give the disk a serial number or WWN (QEMU: serial= / wwn=) so that "
             "udev creates a by-id link, or use manager: cgroupfs"
             % (name, record.majmin, ", ".join(record.by_id) or "none", name))
-    return "%s/%s" % (BY_ID, ranked[0][1])
+    return link
 
 
 def _is_record(value):

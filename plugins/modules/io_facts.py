@@ -19,7 +19,9 @@ description:
     scheduler knobs (C(min_granularity_ns) before EEVDF, C(base_slice_ns) from 6.6), the C(nvme) and C(fio) tools,
     and the kernel release.
   - B(Devices) - every whole-disk block device with its identity (the same record the device-managing modules
-    resolve to, including the stable identity persisted settings are keyed by), its queue settings, its blk-mq
+    resolve to, including the stable identity persisted settings are keyed by, C(stable_id), and
+    C(stable_selector), the selector for that identity which every device option accepts: what the roles pass to
+    the modules, so that no request depends on this boot's names or numbers), its queue settings, its blk-mq
     hardware queues with their C(cpu_list) and, where debugfs is readable, their type (default, read or poll),
     and its blk-iocost model and QoS.
   - B(NVMe) - controllers with model, serial, firmware and the default/read/poll queue split as the block layer
@@ -114,7 +116,8 @@ ansible_facts:
             nvme0n1:
               identity: {name: nvme0n1, majmin: "259:0", kind: nvme, model: QEMU NVMe Ctrl, serial: lab-nvme-a,
                          firmware: 7.2.22, has_mq: true, partition: false, rotational: false,
-                         stable_id: "eui.0000000000000001", by_id: [nvme-QEMU_NVMe_Ctrl_lab-nvme-a]}
+                         stable_id: "wwn:eui.0000000000000001", stable_id_source: wwn,
+                         stable_selector: eui.0000000000000001, by_id: [nvme-QEMU_NVMe_Ctrl_lab-nvme-a]}
               queue: {scheduler: none, schedulers_available: [none, mq-deadline], nr_requests: 1023,
                       wbt_lat_usec: 2000, read_ahead_kb: 128, nomerges: 0, rq_affinity: 1, io_poll: 0}
               hw_queues: [{index: 0, cpu_list: [0], nr_tags: 1023, nr_reserved_tags: 0, type: default}]

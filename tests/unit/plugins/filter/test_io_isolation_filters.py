@@ -16,7 +16,8 @@ def disk(name, majmin, serial, kind="nvme", rotational=False, wwid=None, model="
     return {"identity": {"name": name, "majmin": majmin, "serial": serial, "kind": kind, "rotational": rotational,
                          "wwid": wwid, "model": model, "firmware": firmware, "size_bytes": size, "has_mq": True,
                          "by_id": ["nvme-QEMU_NVMe_Ctrl_%s" % serial] if kind == "nvme" else ["virtio-%s" % serial],
-                         "by_path": [], "stable_id": ("wwn:" + wwid) if wwid else serial and "serial:" + serial},
+                         "by_path": [], "stable_id": ("wwn:" + wwid) if wwid else serial and "serial:" + serial,
+                         "stable_selector": wwid or serial},
             "iocost": {"enabled": False}}
 
 
@@ -140,6 +141,15 @@ def test_per_disk_and_entries_use_stable_selectors():
     # io_facts devices (as purge.yml passes them)
     assert f.disk_entries([FACTS["devices"]["vda"]], {}) == [{"device": "lab-root"}]
     assert f.per_disk([FACTS["devices"]["nvme0n1"]], 1) == {WWID_A: 1}
+    # a disk whose only stable identity is its by-path link (a VM's root disk without a serial): the
+    # resolver's choice is used, so purge and the roles never stop on it
+    by_path = {"identity": {"name": "vda", "serial": None, "wwid": None, "by_id": [], "by_path": ["pci-0000:00:04.0"],
+                            "stable_id": "by-path:pci-0000:00:04.0",
+                            "stable_selector": "/dev/disk/by-path/pci-0000:00:04.0"}}
+    assert f.disk_entries([by_path], {}) == [{"device": "/dev/disk/by-path/pci-0000:00:04.0"}]
+    with pytest.raises(AnsibleFilterError, match="loop0 has no stable identity .loop devices are numbered"):
+        f.disk_entries([{"identity": {"name": "loop0", "stable_selector": None,
+                                      "stable_id_note": "loop devices are numbered at attach time"}}], {})
     assert set(f.FilterModule().filters()) == {"select_disks", "iocost_plan", "io_max_caps", "ram_share", "per_disk",
                                                "disk_entries", "drift_summary"}
 

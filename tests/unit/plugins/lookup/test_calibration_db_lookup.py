@@ -123,7 +123,7 @@ def test_documented_usage_in_a_playbook(tmp_path):
     save(tmp_path / "two", entry())
     save(tmp_path / "two", entry(model="AAA Disk"))
     (tmp_path / "pb.yml").write_text(PLAYBOOK)
-    disk = {"identity": {"name": "nvme0n1", "serial": "lab-nvme-a", "model": "QEMU NVMe Ctrl",
+    disk = {"identity": {"name": "nvme0n1", "serial": "lab-nvme-a", "stable_selector": "lab-nvme-a", "model": "QEMU NVMe Ctrl",
                          "firmware": "7.2.22", "size_bytes": 1073741824}}
     extra = json.dumps({"base": str(tmp_path), "disk": disk})
     bindir = os.path.dirname(sys.executable)

@@ -623,3 +623,28 @@ def test_odd_sysfs_contents_are_tolerated(host, fs):
     assert [d.name for d in r.list_disks(include_empty=True)] == ["sda", "vda"]
     part = r.resolve("nvme0n1p1", allow_partition=True)
     assert part.parent == "nvme0n1" and part.stable_id == "wwn:%s:part1" % QEMU_WWID
+
+
+def test_stable_selector_resolves_to_the_same_disk(tmp_path):
+    """What the roles pass to the modules (io_facts' identity.stable_selector) names the disk its
+    stable_id names - including disks whose only identity is a by-path link (the purge.yml bug of
+    issue 21: the roles' filter ranked identities differently and refused such a disk)."""
+    h = _zoo(tmp_path)
+    fs = KernelFS(h.root)
+    disks = list_disks(fs, include_empty=True)
+    sources = set()
+    for d in disks:
+        if d.stable_id is None:
+            assert d.stable_selector is None
+            continue
+        sources.add(d.stable_id_source)
+        assert d.stable_selector and d.name not in (d.stable_selector, "/dev/" + d.name)
+        assert resolve(fs, d.stable_selector).name == d.name, (d.name, d.stable_selector)
+    assert {"wwn", "by-path", "dm-uuid", "md-uuid"} <= sources
+    virtio = FakeHost(tmp_path / "virtio")
+    virtio.add_virtio(pci="0000:00:07.0")
+    virtio.add_virtio(serial="VIRTSER01")
+    fs = KernelFS(virtio.root)
+    assert [(d.stable_id_source, d.stable_selector) for d in list_disks(fs)] == [
+        ("by-path", "/dev/disk/by-path/pci-0000:00:07.0"), ("serial", "VIRTSER01")]
+    assert [resolve(fs, d.stable_selector).name for d in list_disks(fs)] == ["vda", "vdb"]
