@@ -154,7 +154,7 @@ def test_no_results_is_explained(value, words):
 def test_the_entry_feeds_the_io_baseline_plan():
     from ansible_collections.aiinfra.io_isolation.plugins.filter import io_isolation as plan
     entry = db.merge_results(results(3))
-    disk = {"identity": {"name": "nvme0n1", "serial": "lab-nvme-a", "model": "QEMU NVMe Ctrl", "firmware": "7.2.22",
+    disk = {"identity": {"name": "nvme0n1", "serial": "lab-nvme-a", "stable_selector": "lab-nvme-a", "model": "QEMU NVMe Ctrl", "firmware": "7.2.22",
                          "size_bytes": 1073741824}}
     out = plan.iocost_plan([disk], calibration=[json.loads(json.dumps(entry))], qos={"rpct": 95, "rlat": 2000})
     assert out["sources"] == {"lab-nvme-a": "calibration"}
