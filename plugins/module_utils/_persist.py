@@ -157,6 +157,9 @@ class UdevRule:
     def pattern(self):
         return "%s/%s*.rules" % (ETC_RULES_DIR, self.prefix)
 
+    def owns(self, path):
+        return fnmatch.fnmatchcase(path, self.pattern())
+
     def render(self, comment, lines):
         """The stamped file: a ``# comment`` header line, then one rule per line."""
         return stamped("".join("# %s\n" % c for c in comment.splitlines()) + "".join(l + "\n" for l in lines),
@@ -202,13 +205,14 @@ class BootHelper:
 IOCOST_RULES = UdevRule("iocost", "iocost")
 BLK_QUEUE_RULES = UdevRule("blk-queue", "blk_queue")
 NVME_ARBITRATION_RULES = UdevRule("nvme-arbitration", "nvme_arbitration")
+UDEV_RULES = (IOCOST_RULES, BLK_QUEUE_RULES, NVME_ARBITRATION_RULES)
 IOCOST_HELPER = BootHelper("iocost-apply", _boot_iocost_apply, "iocost")
 NVME_ARBITRATION_HELPER = BootHelper("nvme-arbitration-apply", _boot_nvme_arbitration_apply, "nvme_arbitration")
 BOOT_HELPERS = (IOCOST_HELPER, NVME_ARBITRATION_HELPER)
 
 # (owner module, glob of the files it writes) - what purge walks. The systemd entries are the
 # cgroup module's drop-ins and the slices it creates (a slice file is only ours when stamped).
-OWNED = tuple((r.module, r.pattern()) for r in (IOCOST_RULES, BLK_QUEUE_RULES, NVME_ARBITRATION_RULES)) + (
+OWNED = tuple((r.module, r.pattern()) for r in UDEV_RULES) + (
     ("sysctl", SYSCTL_CONF),
     ("sysctl", TMPFILES_CONF),
     ("sysctl", TMPFILES_DROPIN),

@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""purge: take everything this collection manages off a host, through each module's own absent path.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+What exists is read from the owned-path registry (``_persist.owned_files``), never from a list
+kept here: a stamped file the registry declares is ours, whatever wrote it. Each concern is then
+removed by the code that manages it, in this order:
+
+1. systemd units with our drop-in (or a slice unit we created): the cgroup module's state=absent,
+   which also resets what systemd had applied to the running cgroup;
+2. disks whose iocost the kernel holds, or with our iocost rule: iocost state=absent (the kernel's
+   own model and QoS back at once, the rule removed);
+3. disks with our block-queue rule: blk_queue state=absent (the rule; the live values stay until
+   the next boot, as that module reports);
+4. the sysctls and scheduler tunables in our sysctl.d/tmpfiles.d files: sysctl state=absent;
+5. our modprobe.d options: nvme_queues state=absent (the driver's defaults at its next load);
+6. NVMe controllers with our arbitration rule, and rules whose disk or controller is gone: the rule
+   file itself (the controller keeps the live value until its next reset);
+7. the boot helpers once no rule runs them.
+
+Each concern is one engine run (all-or-nothing for that concern); a failure stops the purge and
+names the concern, and a re-run continues from what is left. At the end the registry is read again:
+anything still there fails the call, naming the files.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue, _cgroup_request, _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues, _sysctl
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
+    BLK_QUEUE_RULES, BOOT_HELPERS, IOCOST_RULES, SYSCTL_CONF, SYSTEMD_DROPIN_NAME, SYSTEMD_UNIT_DIR, TMPFILES_CONF,
+    UDEV_RULES, ManagedFile, owned_files,
+)
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler
+
+_DROPIN_RE = re.compile(r"^%s/([^/]+)\.d/%s$" % (re.escape(SYSTEMD_UNIT_DIR), re.escape(SYSTEMD_DROPIN_NAME)))
+_UNIT_RE = re.compile(r"^%s/([^/]+\.slice)$" % re.escape(SYSTEMD_UNIT_DIR))
+
+
+class PurgeError(Exception):
+    """A concern whose removal failed; ``msg`` names it and the module's own error."""
+
+    def __init__(self, concern, error):
+        self.msg = "purge stopped at %s (what earlier steps removed stays removed; run purge again once fixed): %s" % (
+            concern, getattr(error, "msg", None) or getattr(error, "message", None) or str(error))
+        self.errors = list(getattr(error, "errors", None) or [self.msg])
+        self.details = {"concern": concern}
+        super(PurgeError, self).__init__(self.msg)
+
+
+def units(owned):
+    """systemd units the cgroup module manages: those with our drop-in, and slices we created."""
+    out = []
+    for _owner, path in owned:
+        m = _DROPIN_RE.match(path) or _UNIT_RE.match(path)
+        if m and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def sysctl_names(fs):
+    """The sysctls and debugfs tunables our files set, read with the sysctl module's own parsers."""
+    names = []
+    for path, parse in ((SYSCTL_CONF, _sysctl.parse_sysctl_conf), (TMPFILES_CONF, _sysctl.parse_tmpfiles_conf)):
+        names.extend(parse(fs.read(path) or "")[0])
+    return names
+
+
+class Purge:
+    def __init__(self, fs, runner, check_mode):
+        self.fs = fs
+        self.runner = runner
+        self.check_mode = check_mode
+        self.steps = {}
+        self.diff = {"before": {}, "after": {}}
+        self.warnings = []
+        self.reboot_required = False
+
+    def step(self, concern, call):
+        try:
+            result = call()
+        except Exception as e:  # pylint: disable=broad-except
+            # each module's own error (request, device, engine, kernel file, command) ends the purge here
+            raise PurgeError(concern, e)
+        if isinstance(result, tuple):
+            result, warnings = result
+            self.warnings.extend(warnings)
+        self.warnings.extend(result.pop("warnings", []))
+        self.steps[concern] = result
+        for side in ("before", "after"):
+            for key, value in ((result.get("diff") or {}).get(side) or {}).items():
+                self.diff[side]["%s: %s" % (concern, key)] = value
+        return result
+
+    def run(self):
+        owned = owned_files(self.fs)
+        paths = set(p for _o, p in owned)
+        for unit in units(owned):
+            self.step("cgroup %s" % unit, lambda unit=unit: _cgroup_request.reconcile(
+                {"name": unit, "manager": "systemd", "state": "absent"}, self.fs, self.runner, self.check_mode))
+        disks = [d for d in DeviceResolver(self.fs).list_disks(include_empty=True) if d.stable_id and d.has_mq]
+        iocost = [d for d in disks if IOCOST_RULES.path(d.stable_id) in paths or any(_iocost.held(self.fs, d.majmin))]
+        if iocost and require_iocost(self.fs) is None:
+            self.step("iocost", lambda: _iocost.reconcile(self.fs, DeviceResolver(self.fs), {
+                "devices": [{"device": d.stable_selector} for d in iocost], "state": "absent", "keep_enabled": False,
+                "persist": True, "adopt": False}, self.check_mode))
+        queues = [d for d in disks if BLK_QUEUE_RULES.path(d.stable_id) in paths]
+        # the rules no module's absent path removes: NVMe controllers' (nvme_arbitration keeps no state to
+        # undo: the controller holds the value until its next reset) and those of devices that are gone
+        handled = set([IOCOST_RULES.path(d.stable_id) for d in iocost] + [BLK_QUEUE_RULES.path(d.stable_id) for d in queues])
+        rest = [p for p in sorted(paths) if any(r.owns(p) for r in UDEV_RULES) and p not in handled]
+        # ... then the boot helpers, which no rule runs any more
+        helpers = [h.path for h in BOOT_HELPERS if h.path in paths]
+        if queues:
+            self.step("blk_queue", lambda: self._blk_queue(queues))
+        names = sysctl_names(self.fs)
+        if names:
+            self.step("sysctl", lambda: self._sysctl(names))
+        if any(o == "nvme_queues" for o, _p in owned):
+            result = self.step("nvme_queues", lambda: _nvme_queues.reconcile(
+                {"state": "absent"}, self.fs, self.runner, self.check_mode))
+            self.reboot_required = bool(result.get("reboot_required"))
+        if rest or helpers:
+            self.step("files", lambda: Reconciler(self.fs, check_mode=self.check_mode).run(
+                [ManagedFile(p, None) for p in rest + helpers], []))
+        left = [] if self.check_mode else [p for _o, p in owned_files(self.fs)]
+        return {"changed": any(r.get("changed") for r in self.steps.values()), "diff": self.diff,
+                "found": sorted(paths), "steps": self.steps, "left": left,
+                "reboot_required": self.reboot_required, "warnings": self.warnings}
+
+    def _blk_queue(self, queues):
+        params = {"devices": [{"device": d.stable_selector} for d in queues], "state": "absent", "adopt": False}
+        wanted = _blk_queue.requests(params)
+        records = _blk_queue.resolve(DeviceResolver(self.fs), [selector for selector, _attrs in wanted])
+        settings, errors, plans = _blk_queue.build(self.fs, list(zip(records, [a for _s, a in wanted])), params,
+                                                   release=_blk_queue.kernel_release(self.fs))
+        reconciled = Reconciler(self.fs, check_mode=self.check_mode).run(settings, errors)
+        return _blk_queue.results(plans, reconciled, params, self.check_mode)
+
+    def _sysctl(self, names):
+        params = {"sysctls": dict((n, {"state": "absent"}) for n in names), "persist": True, "adopt": False}
+        settings, errors, warnings, _info = _sysctl.settings(self.fs, params)
+        result = _sysctl.flat_result(Reconciler(self.fs, check_mode=self.check_mode).run(settings, errors))
+        return result, warnings
+
+
+def run(fs, runner, check_mode):
+    """The module call: the removal of every owned file; raises PurgeError, or names what is left."""
+    result = Purge(fs, runner, check_mode).run()
+    if result["left"]:
+        raise PurgeError("the final check", ValueError(
+            "still managed after the purge: %s (a file of this collection no module removed: report it)"
+            % ", ".join(result["left"])))
+    return result

@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""purge through AnsibleModule on a fake host: the owned-path registry finds what is there, each concern is
+removed by its own module's code, files the collection does not own stay, check mode writes nothing."""
+
+import os
+
+from ansible.module_utils import basic
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
+    BLK_QUEUE_RULES, IOCOST_HELPER, IOCOST_RULES, NVME_ARBITRATION_HELPER, NVME_ARBITRATION_RULES, SYSCTL_CONF,
+    stamped,
+)
+from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup, purge
+from fakehost import FakeHost
+from simcgroup import SimCgroup
+from simsystemd import SimSystemd
+
+SLICE_DROPIN = "/etc/systemd/system/inference.slice.d/50-aiinfra-io-isolation.conf"
+FOREIGN = {"/etc/udev/rules.d/90-iocost.rules": stamped("# systemd's own\n", "someone else").replace(
+    "Managed by Ansible (aiinfra.io_isolation)", "vendor"), "/etc/systemd/system/other.slice": "[Unit]\n",
+    "/etc/sysctl.d/10-local.conf": "vm.swappiness = 5\n"}
+
+
+class Host(object):
+    def __init__(self, tmp_path, monkeypatch, run_module):
+        h = FakeHost(tmp_path)
+        h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
+        h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
+        h.add_cgroup_root(subtree="cpu io memory pids")
+        h.write("/sys/fs/cgroup/io.cost.qos", "")
+        h.write("/sys/fs/cgroup/io.cost.model", "")
+        h.write("/proc/sys/vm/swappiness", "60\n")
+        h.mkdir("/run/systemd/system")
+        self.host = h
+        self.kernel = SimCgroup(h)
+        self.systemd = SimSystemd(h, self.kernel)
+        self.kernel.add_group("system.slice", subtree="cpu io memory pids")
+        self.warnings = []
+        for module in (cgroup, purge):
+            monkeypatch.setattr(module, "KernelFS", lambda: self.kernel)
+            monkeypatch.setattr(module, "Runner", lambda module: self.systemd)
+        monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, msg: self.warnings.append(msg))
+        self.run_module = run_module
+
+    def converge(self):
+        """What the roles and modules leave behind: a slice, rules of each family, sysctls, helpers."""
+        result = self.run_module(cgroup.main, name="inference.slice", create=True, io={"weight": 500})
+        assert result["changed"] and not result.get("failed"), result
+        disks = dict((d.name, d) for d in DeviceResolver(self.kernel).list_disks())
+        self.host.write(BLK_QUEUE_RULES.path(disks["nvme1n1"].stable_id),
+                        BLK_QUEUE_RULES.render("x", ['ACTION=="add|change", ATTR{queue/scheduler}="none"']))
+        self.host.write(IOCOST_RULES.path("wwn:a-disk-that-is-gone"), IOCOST_RULES.render("gone", ["# no rule"]))
+        self.host.write(NVME_ARBITRATION_RULES.path("lab-nvme-a"), NVME_ARBITRATION_RULES.render("ctrl", ["# rule"]))
+        self.host.write(IOCOST_HELPER.path, IOCOST_HELPER.content())
+        self.host.write(NVME_ARBITRATION_HELPER.path, NVME_ARBITRATION_HELPER.content())
+        self.host.write(SYSCTL_CONF, stamped("vm.swappiness = 10\n", "aiinfra.io_isolation.sysctl"))
+        for path, text in FOREIGN.items():
+            self.host.write(path, text)
+
+    def files(self):
+        out = {}
+        for top in ("/etc", "/usr/local"):
+            for dirpath, _dirs, names in os.walk(self.host.path(top)):
+                for name in names:
+                    path = os.path.join(dirpath, name)
+                    with open(path) as f:
+                        out[path[len(self.host.root):]] = f.read()
+        return out
+
+
+def test_purge_removes_every_owned_file_through_its_module_and_nothing_else(tmp_path, monkeypatch, run_module):
+    host = Host(tmp_path, monkeypatch, run_module)
+    host.converge()
+    before = host.files()
+    owned = sorted(p for p in before if p not in FOREIGN)
+    assert SLICE_DROPIN in owned and "/etc/systemd/system/inference.slice" in owned and len(owned) == 8
+
+    check = run_module(purge.main, _ansible_check_mode=True)
+    assert not check.get("failed"), check
+    assert check["changed"] and check["found"] == owned and check["left"] == []
+    assert host.files() == before, "check mode wrote nothing"
+    assert set(check["steps"]) == {"cgroup inference.slice", "blk_queue", "sysctl", "files"}
+    assert "files: " + NVME_ARBITRATION_RULES.path("lab-nvme-a") in check["diff"]["before"]
+
+    result = run_module(purge.main)
+    assert not result.get("failed"), result
+    assert result["changed"] and result["left"] == [] and result["found"] == owned
+    assert host.files() == FOREIGN, "every owned file is gone, the others stay"
+
+    again = run_module(purge.main)
+    assert not again.get("failed") and again["changed"] is False and again["found"] == [] and again["steps"] == {}
+
+
+def test_a_failing_concern_stops_the_purge_naming_it(tmp_path, monkeypatch, run_module):
+    host = Host(tmp_path, monkeypatch, run_module)
+    host.converge()
+    before = host.files()
+    host.systemd.fail("daemon-reload", err="Failed to reload daemon: Access denied", times=10)
+    result = run_module(purge.main)
+    assert result["failed"] and "purge stopped at cgroup inference.slice" in result["msg"]
+    assert "Traceback" not in result["msg"] and result["concern"] == "cgroup inference.slice"
+    assert host.files() == before, "the failed concern was restored and nothing after it ran"
