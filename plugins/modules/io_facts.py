@@ -20,7 +20,7 @@ description:
     and the kernel release.
   - B(Devices) - every whole-disk block device with its identity (the same record the device-managing modules
     resolve to, including the stable identity persisted settings are keyed by, C(stable_id), and
-    C(stable_selector), the selector for that identity which every device option accepts: what the roles pass to
+    C(stable_selector), the selector for that identity which every device option accepts - what the roles pass to
     the modules, so that no request depends on this boot's names or numbers), its queue settings, its blk-mq
     hardware queues with their C(cpu_list) and, where debugfs is readable, their type (default, read or poll),
     and its blk-iocost model and QoS.

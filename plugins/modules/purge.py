@@ -37,7 +37,7 @@ notes:
 seealso:
   - module: aiinfra.io_isolation.io_facts
 author:
-  - aiinfra.io_isolation contributors
+  - aiinfra platform engineering (@aiinfra)
 """
 
 EXAMPLES = r"""
@@ -79,7 +79,7 @@ reboot_required:
   type: bool
   sample: false
 diff:
-  description: Each step's diff, keyed by V(<concern>: <setting>).
+  description: "Each step's diff, keyed by concern and setting (C(<concern>: <setting>))."
   returned: always
   type: dict
   sample: {"before": {"files: /usr/local/libexec/aiinfra-io_isolation/iocost-apply": "#!/usr/bin/python3 ..."},
