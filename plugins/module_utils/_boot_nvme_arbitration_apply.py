@@ -76,7 +76,7 @@ def main(argv):
         rc, err = 1, "controller state is %r after %d s, not live" % (state, WAIT_LIVE_SECONDS)
     else:
         try:
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=60)
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=60, check=False)
             lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
             rc, err = proc.returncode, lines[0] if lines else ""
         except (OSError, subprocess.SubprocessError) as e:
@@ -100,4 +100,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:]))

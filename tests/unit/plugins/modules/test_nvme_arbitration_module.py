@@ -10,7 +10,6 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_arbitration as arb
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import NVME_ARBITRATION_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.modules import nvme_arbitration
