@@ -141,14 +141,21 @@ def restore(fs, record, snap):
         settings.append(_qos_setting(record, desired))
     result = Reconciler(fs).run(settings, problems)
     notes = []
-    # wbt is switched by the kernel, not by us (iocost on/off, bfq); write it only if it ended up
-    # elsewhere than before (enabling iocost calls wbt_disable_default(); docs/kernel-files.md,
-    # "iocost's built-in cost-model classes").
+    # wbt is switched by the kernel, not by us (iocost on/off, bfq): only once the restore above has
+    # run does the file show where the kernel left it, so a second engine run puts it back if it
+    # ended up elsewhere than before (enabling iocost calls wbt_disable_default(); docs/kernel-files.md,
+    # "iocost's built-in cost-model classes"). The engine verifies the write and reports it in the diff.
     before = queue.get("wbt_lat_usec")
     path = blk_queue.QueueContext(fs, record).path("wbt_lat_usec")
     now = fs.read(path)
     if before is not None and now is not None and now.strip() != str(before):
-        fs.write(path, str(before))
+        wbt = CodecSetting("wbt_lat_usec[%s]" % record.majmin, path, codecs.QUEUE_ATTRIBUTES["wbt_lat_usec"], before,
+                           order=300)
+        again = Reconciler(fs).run([wbt], wbt.problems)
+        result["changed"] = result["changed"] or again["changed"]
+        result["values"].update(again["values"])
+        for side in ("before", "after"):
+            result["diff"][side].update(again["diff"][side])
         notes.append("%s: wbt_lat_usec read %s after the restore; wrote back %s" % (record.name, now.strip(), before))
     result["notes"] = notes
     return result

@@ -279,3 +279,15 @@ def test_a_journal_for_a_disk_that_moved_is_refused(lab):
 def test_the_qos_runs_come_after_the_middle_round(passes, after):
     # at least one round first: the QoS load is a fraction of the random IOPS measured before it
     assert cal.qos_after_round(passes) == after
+
+
+def test_wbt_moved_by_the_kernel_is_put_back_through_the_engine(lab):
+    """wbt is switched by the kernel (iocost on/off, bfq): the restore's second engine run writes the
+    value held before back, verified and reported like every other restored file."""
+    path = "/sys/block/nvme0n1/queue/wbt_lat_usec"
+    before = lab.sim.read(path).strip()
+    result = run(lab, measure=measuring(lab, then=lambda: lab.sim.write(path, "7777")))
+    assert lab.sim.read(path).strip() == before
+    restore = result["restore"]
+    assert restore["errors"] == [] and any("wbt_lat_usec read 7777" in n for n in restore["notes"])
+    assert restore["queue"]["wbt_lat_usec[259:0]"] == int(before)
