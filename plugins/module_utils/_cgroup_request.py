@@ -126,6 +126,15 @@ class Request:
             raise RequestError("this host does not run the cgroup v2 unified hierarchy (mode: %s); the cgroup module "
                                "needs it: boot with systemd.unified_cgroup_hierarchy=1" % self.caps["cgroup"]["mode"])
         for key, name, why in GATED:
+            # The value's own form first: a value that is wrong on every kernel is refused for that,
+            # not for what this kernel lacks (per-device values are checked once their disks resolve).
+            codec = codecs.CGROUP_FILES.get(name)
+            if key in self.io and codec is not None and not isinstance(codec, codecs.DeviceCodec):
+                problems = codec.validate(self.io[key])
+                if problems:
+                    self.errors.extend(problems)
+                    self.io.pop(key)
+                    continue
             # None: unknown (no group with io enabled yet and no kernel config to read); the write and
             # its read-back tell then.
             if key in self.io and files.get(name) is False:

@@ -506,9 +506,9 @@ BAD = [
      "vda1 (254:1) is a partition of vda"),
     ({"io": {"weights": {"nvme0n1": 100, "/dev/nvme0n1": 200}}}, "are the same disk nvme0n1",
      "are the same disk nvme0n1"),
-    ({"io": {"prio_class": "3"}}, "io.prio_class for inference.slice cannot be applied with manager: systemd",
-     "'3' is not a policy"),
-    ({"io": {"prio_class": 3}}, "io.prio_class for inference.slice cannot be applied", "'3' is not a policy"),
+    # the value's own form before the manager's or the kernel's capabilities (issue 21): 3 is no policy anywhere
+    ({"io": {"prio_class": "3"}}, "'3' is not a policy", "'3' is not a policy"),
+    ({"io": {"prio_class": 3}}, "'3' is not a policy", "'3' is not a policy"),
     ({"io": {"latency": {"lab-nvme-a": 5000}}}, "io.latency needs the kernel file io.latency",
      "io.latency needs the kernel file io.latency"),
     ({"cpu": {"weight": 0}}, "out of range 1..10000", "cpu.weight"),
@@ -896,3 +896,37 @@ def test_a_device_weight_from_another_dropin_is_left_to_that_dropin(make_lab):
     assert "IODeviceWeight=%s 80" % lab.link("nvme0n1") in call
     assert not [a for a in call if a.startswith("IODeviceWeight=%s" % lab.link("nvme1n1"))]
     assert lab.run(name="inference.slice", io={"weight": 80})["changed"] is False
+
+
+# -- the input's own form is checked before the host's capabilities (issue 21) ------------------------
+
+@pytest.mark.parametrize("manager", ["auto", "systemd", "cgroupfs"])
+@pytest.mark.parametrize("name", ["inference.slice; touch /etc/pwned", "inference.slice && reboot",
+                                  "vllm.service $(id)"])
+def test_a_unit_name_with_shell_metacharacters_is_an_invalid_unit_name(make_lab, manager, name):
+    lab = make_lab()
+    before = lab.config_files()
+    result = lab.run(name=name, manager=manager, io={"weight": 100})
+    assert result["failed"] and "has characters systemd does not allow" in result["msg"], result["msg"]
+    assert "not below a systemd service or scope" not in result["msg"]
+    assert lab.kernel.writes == [] and lab.mutating_calls() == [] and lab.config_files() == before
+
+
+def test_a_path_component_with_shell_metacharacters_is_refused(make_lab):
+    lab = make_lab()
+    result = lab.run(name="system.slice/runtime.service/work loads;x", manager="cgroupfs", io={"weight": 100})
+    assert result["failed"] and "'work loads;x' is not a valid group name" in result["msg"]
+    assert lab.kernel.writes == [] and lab.mutating_calls() == []
+
+
+@pytest.mark.parametrize("io_prio", [True, False])
+def test_prio_class_3_is_refused_as_not_a_policy_whatever_the_kernel_has(make_lab, io_prio):
+    lab = make_lab(io_prio=io_prio)
+    result = lab.run(name=WORKLOAD, manager="cgroupfs", io={"prio_class": 3})
+    assert result["failed"] and "'3' is not a policy" in result["msg"], result["msg"]
+    assert "does not have" not in result["msg"]
+    assert lab.kernel.writes == [] and lab.mutating_calls() == []
+    # a valid policy on a kernel without the file: refused for the missing file
+    if not io_prio:
+        result = lab.run(name=WORKLOAD, manager="cgroupfs", io={"prio_class": "idle"})
+        assert result["failed"] and "needs the kernel file io.prio.class" in result["msg"]
