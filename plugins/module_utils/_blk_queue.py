@@ -42,12 +42,12 @@ import os
 import re
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     BLK_QUEUE_RULES, PersistError, is_managed, udev_match,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, RequestError, Setting
 
 NVME_QUEUES = "aiinfra.io_isolation.nvme_queues"
 IOCOST_QOS = "/sys/fs/cgroup/io.cost.qos"
@@ -111,13 +111,8 @@ def argument_spec(persist_spec):
     return spec
 
 
-class BlkQueueError(Exception):
+class BlkQueueError(RequestError):
     """Input that cannot be turned into a request; ``errors`` lists every problem."""
-
-    def __init__(self, errors):
-        self.errors = list(errors)
-        super(BlkQueueError, self).__init__("Invalid request (nothing was changed): " + "; ".join(self.errors))
-        self.msg = str(self)
 
 
 def requests(params):
@@ -814,3 +809,15 @@ def results(plans, reconciled, params, check_mode):
     diff = {"before": _nest(reconciled["diff"]["before"], key_to_device),
             "after": _nest(reconciled["diff"]["after"], key_to_device)}
     return {"changed": reconciled["changed"], "diff": diff, "devices": devices, "persisted_to": persisted}, warnings
+
+
+def run(params, fs, check_mode):
+    """The module call: resolve, build, one engine run, the per-disk report."""
+    wanted = requests(params)
+    records = resolve(DeviceResolver(fs), [selector for selector, _attrs in wanted])
+    settings, errors, plans = build(fs, list(zip(records, [attrs for _s, attrs in wanted])), params,
+                                    release=kernel_release(fs))
+    reconciled = Reconciler(fs, check_mode=check_mode).run(settings, errors)
+    result, warnings = results(plans, reconciled, params, check_mode)
+    result["warnings"] = warnings
+    return result

@@ -42,7 +42,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocos
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import slug
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
-    CodecSetting, Reconciler,
+    CodecSetting, ModuleError, Reconciler,
 )
 
 IOCOST_QOS = blk_queue.IOCOST_QOS
@@ -63,14 +63,9 @@ KERNEL_CLASSES = {
 }
 
 
-class CalibrationError(Exception):
-    """A refusal or failure with a message for the user; ``details`` go into the result."""
-
-    def __init__(self, msg, errors=None, details=None):
-        super(CalibrationError, self).__init__(msg)
-        self.msg = msg
-        self.errors = list(errors or [msg])
-        self.details = dict(details or {})
+class CalibrationError(ModuleError):
+    """A refusal or failure with a message for the user; ``details`` go into the result. The controller's
+    calibration database (plugin_utils/_calibration_db.py) raises a subclass of it."""
 
 
 class Interrupted(BaseException):

@@ -33,7 +33,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups impo
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, RequestError
 
 IOCOST_MODULE = "aiinfra.io_isolation.iocost"
 DEVICE_KEYS = ("weights", "max", "latency", "low")
@@ -55,15 +55,6 @@ DEFAULTS = {"io.weight": 100, "io.prio.class": "no-change", "memory.min": 0, "me
             "cpu.weight": 100, "cpu.max": {"quota": "max"}}
 DEVICE_DEFAULTS = {"io.weight": "default", "io.max": dict((k, "max") for k in codecs.IO_MAX_KEYS),
                    "io.latency": {"target": "max"}, "io.low": None}
-
-
-class RequestError(Exception):
-    """A request that cannot be carried out; nothing was written."""
-
-    def __init__(self, errors):
-        self.errors = list(errors) if isinstance(errors, (list, tuple)) else [errors]
-        self.msg = "Invalid request (nothing was changed): " + "; ".join(self.errors)
-        super(RequestError, self).__init__(self.msg)
 
 
 def _clean(group):

@@ -16,7 +16,8 @@ import errno
 import re
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import detect
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import detect, parse_systemd_version
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import CgroupNameError, resolve as cgroup_path
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
@@ -254,3 +255,16 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
         "host": host,
         "warnings": reader.warnings,
     }
+
+
+def run(params, fs, runner):
+    """The module call: facts under ``ansible_facts.io_isolation``; never changes anything."""
+    systemd_version, warnings = None, []
+    if fs.isdir("/run/systemd/system") and runner.which("systemctl"):
+        try:
+            systemd_version = parse_systemd_version(runner.run(["systemctl", "--version"])[1])
+        except CommandError as e:
+            warnings.append(e.msg)
+    facts = gather(fs, devices=params.get("devices"), cgroups=params.get("cgroups") or (),
+                   include_empty=params.get("include_empty"), systemd_version=systemd_version, which=runner.which)
+    return {"changed": False, "ansible_facts": {"io_isolation": facts}, "warnings": warnings + facts["warnings"]}

@@ -24,7 +24,9 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     IOCOST_HELPER, IOCOST_RULES, PersistError, udev_match,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Reconciler
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, ModuleError, Reconciler
 
 ROOT = "/sys/fs/cgroup"
 # rrandiops between the kernel's HDD class (370) and its slowest SSD class (6946): a model on
@@ -181,3 +183,19 @@ def reconcile(fs, resolver, params, check_mode):
         model, qos = held(fs, record.majmin)
         disks.append({"device": record.as_dict(), "model": model, "qos": qos, "persisted_to": persisted})
     return {"changed": result["changed"], "diff": result["diff"], "disks": disks}, warnings
+
+
+def run(params, fs, check_mode):
+    """The module call: one disk's result at the top level (O(device)), or ``devices`` (O(devices))."""
+    problem = require_iocost(fs)
+    if problem:
+        raise ModuleError(problem)
+    result, warnings = reconcile(fs, DeviceResolver(fs), params, check_mode)
+    disks = result.pop("disks")
+    if params.get("device") is not None:
+        result.update(disks[0])
+    else:
+        result["devices"] = disks
+        result["persisted_to"] = [path for disk in disks for path in disk["persisted_to"]]
+    result["warnings"] = warnings
+    return result

@@ -41,7 +41,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     NVME_ARBITRATION_HELPER, NVME_ARBITRATION_RULES, ManagedFile, udev_value,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, ReconcileError, Setting
 
 # -- the feature -------------------------------------------------------------------------------
 FID_ARBITRATION = 0x01
@@ -770,12 +770,8 @@ def last_boot_apply(fs, ctrl):
 
 # == the request ================================================================================
 
-class RequestError(Exception):
-    def __init__(self, msg, errors=None, details=None):
-        super(RequestError, self).__init__(msg)
-        self.msg = msg
-        self.errors = list(errors or [msg])
-        self.details = details or {}
+class RequestError(ModuleError):
+    """A refusal of the nvme_arbitration request (msg, every problem in errors, details)."""
 
 
 class Request:

@@ -64,7 +64,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import MODPROBE_CONF as CONF_PATH, ManagedFile, stamped
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, Reconciler, ReconcileError, Setting
 
 OWNER = "aiinfra.io_isolation.nvme_queues"
 PARAMETERS_DIR = "/sys/module/nvme/parameters"
@@ -88,11 +88,8 @@ NO_INITRAMFS = {"path": None, "tool": None, "contains_nvme": False, "includes_op
 STALL = "on 6.1 and 6.12 that left I/O from some CPUs waiting for the 30-second timeout on every request"
 
 
-class RequestError(Exception):
-    def __init__(self, msg, errors=None):
-        super(RequestError, self).__init__(msg)
-        self.msg = msg
-        self.errors = list(errors or [msg])
+class RequestError(ModuleError):
+    """A refusal of the nvme_queues request (msg, every problem in errors)."""
 
 
 # -- small parsers -------------------------------------------------------------------------------

@@ -42,21 +42,20 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist impo
     BLK_QUEUE_RULES, BOOT_HELPERS, IOCOST_RULES, SYSCTL_CONF, SYSTEMD_DROPIN_NAME, SYSTEMD_UNIT_DIR, TMPFILES_CONF,
     UDEV_RULES, ManagedFile, owned_files,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, Reconciler
 
 _DROPIN_RE = re.compile(r"^%s/([^/]+)\.d/%s$" % (re.escape(SYSTEMD_UNIT_DIR), re.escape(SYSTEMD_DROPIN_NAME)))
 _UNIT_RE = re.compile(r"^%s/([^/]+\.slice)$" % re.escape(SYSTEMD_UNIT_DIR))
 
 
-class PurgeError(Exception):
+class PurgeError(ModuleError):
     """A concern whose removal failed; ``msg`` names it and the module's own error."""
 
     def __init__(self, concern, error):
-        self.msg = "purge stopped at %s (what earlier steps removed stays removed; run purge again once fixed): %s" % (
+        msg = "purge stopped at %s (what earlier steps removed stays removed; run purge again once fixed): %s" % (
             concern, getattr(error, "msg", None) or getattr(error, "message", None) or str(error))
-        self.errors = list(getattr(error, "errors", None) or [self.msg])
-        self.details = {"concern": concern}
-        super(PurgeError, self).__init__(self.msg)
+        errors = [e if isinstance(e, str) else str(e) for e in getattr(error, "errors", None) or []]
+        super(PurgeError, self).__init__(msg, errors or [msg], {"concern": concern})
 
 
 def units(owned):

@@ -30,7 +30,29 @@ __metaclass__ = type
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import CodecError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+
+
+class ModuleError(Exception):
+    """Every refusal a module reports for its request: ``msg`` for the task, ``errors`` (each problem),
+    ``details`` (extra result keys). The modules' own request errors derive from it, so that
+    :func:`exit_module` is the one way every module fails."""
+
+    def __init__(self, msg, errors=None, details=None):
+        super(ModuleError, self).__init__(msg)
+        self.msg = msg
+        self.errors = list(errors or [msg])
+        self.details = dict(details or {})
+
+
+class RequestError(ModuleError):
+    """Input that cannot be carried out (every problem listed); nothing was written."""
+
+    def __init__(self, errors, details=None):
+        errors = list(errors) if isinstance(errors, (list, tuple)) else [errors]
+        super(RequestError, self).__init__("Invalid request (nothing was changed): " + "; ".join(errors), errors,
+                                           details)
 
 
 class ReconcileError(Exception):
@@ -291,7 +313,11 @@ class Reconciler:
 
 
 def fail_module(module, err):
-    """Turn a ReconcileError / KernelFileError into ``fail_json`` without a traceback."""
+    """Turn any of the collection's errors into ``fail_json`` without a traceback."""
+    if isinstance(err, ModuleError):
+        module.fail_json(msg=err.msg, errors=err.errors, **err.details)
+    if isinstance(err, DeviceError):
+        module.fail_json(msg=err.message, device_error=err.as_dict())
     if isinstance(err, ReconcileError):
         module.fail_json(msg=err.msg, **err.details())
     if isinstance(err, KernelFileError):
@@ -301,16 +327,13 @@ def fail_module(module, err):
     module.fail_json(msg=str(err))
 
 
-def exit_module(module, call, request_errors=()):
-    """End a module with the result of ``call()`` (a dict with ``warnings``): each warning as a task
-    warning, and any failure without a traceback. ``request_errors`` are the module's own input-error
-    classes (``msg``, ``errors``, optional ``details``); engine, kernel and command errors go through
-    :func:`fail_module`."""
+def exit_module(module, call):
+    """The one way a module ends: with the result of ``call()`` (a dict; its ``warnings`` become task
+    warnings), or - for a refusal, a device that does not resolve, an engine, kernel-file or command
+    failure - through :func:`fail_module`, never with a traceback."""
     try:
         result = call()
-    except request_errors as e:  # pylint: disable=catching-non-exception
-        module.fail_json(msg=e.msg, errors=e.errors, **getattr(e, "details", {}))
-    except (ReconcileError, KernelFileError, CommandError) as e:
+    except (ModuleError, DeviceError, ReconcileError, KernelFileError, CommandError) as e:
         fail_module(module, e)
     for warning in result.pop("warnings", []):
         module.warn(warning)

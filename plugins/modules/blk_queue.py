@@ -260,9 +260,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, fail_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 
 def main():
@@ -272,24 +271,7 @@ def main():
         required_one_of=[("device", "devices")],
         supports_check_mode=True,
     )
-    fs = KernelFS()
-    try:
-        wanted = _blk_queue.requests(module.params)
-        records = _blk_queue.resolve(DeviceResolver(fs), [selector for selector, _attrs in wanted])
-        settings, errors, plans = _blk_queue.build(fs, list(zip(records, [attrs for _s, attrs in wanted])),
-                                                   module.params, release=_blk_queue.kernel_release(fs))
-        reconciled = Reconciler(fs, check_mode=module.check_mode).run(settings, errors)
-        result, warnings = _blk_queue.results(plans, reconciled, module.params, module.check_mode)
-    except _blk_queue.BlkQueueError as e:
-        module.fail_json(msg=e.msg, errors=e.errors)
-    except DeviceError as e:
-        module.fail_json(msg=e.message, device_error=e.as_dict())
-    except (ReconcileError, KernelFileError) as e:
-        fail_module(module, e)
-    for warning in warnings:
-        module.warn(warning)
-    module.exit_json(**result)
-
+    exit_module(module, lambda: _blk_queue.run(module.params, KernelFS(), module.check_mode))
 
 if __name__ == "__main__":
     main()

@@ -285,8 +285,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    exit_module(module, lambda: _cgroup_request.reconcile(module.params, KernelFS(), Runner(module), module.check_mode),
-                (_cgroup_request.RequestError,))
+    exit_module(module, lambda: _cgroup_request.reconcile(module.params, KernelFS(), Runner(module), module.check_mode))
 
 
 if __name__ == "__main__":

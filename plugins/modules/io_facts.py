@@ -179,12 +179,11 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _facts
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import DEVICES, merge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_systemd_version
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError, Runner
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._facts import gather
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 
 def main():
@@ -193,24 +192,7 @@ def main():
                             include_empty={"type": "bool", "default": False}),
         supports_check_mode=True,
     )
-    fs = KernelFS()
-    runner = Runner(module)
-    systemd_version = None
-    if fs.isdir("/run/systemd/system") and runner.which("systemctl"):
-        try:
-            systemd_version = parse_systemd_version(runner.run(["systemctl", "--version"])[1])
-        except CommandError as e:
-            module.warn(e.msg)
-    try:
-        facts = gather(fs, devices=module.params["devices"], cgroups=module.params["cgroups"],
-                       include_empty=module.params["include_empty"], systemd_version=systemd_version,
-                       which=runner.which)
-    except (DeviceError, KernelFileError) as e:
-        module.fail_json(msg=str(e))
-    for warning in facts["warnings"]:
-        module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"io_isolation": facts})
-
+    exit_module(module, lambda: _facts.run(module.params, KernelFS(), Runner(module)))
 
 if __name__ == "__main__":
     main()

@@ -192,10 +192,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError, fail_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 STATE = {"type": "str", "choices": ["present", "absent"]}
 
@@ -214,26 +212,7 @@ def main():
         required_one_of=[("device", "devices")],
         supports_check_mode=True,
     )
-    fs = KernelFS()
-    try:
-        problem = require_iocost(fs)
-        if problem:
-            module.fail_json(msg=problem)
-        result, warnings = _iocost.reconcile(fs, DeviceResolver(fs), module.params, module.check_mode)
-    except DeviceError as e:
-        module.fail_json(msg=str(e))
-    except (ReconcileError, KernelFileError) as e:
-        fail_module(module, e)
-    for warning in warnings:
-        module.warn(warning)
-    disks = result.pop("disks")
-    if module.params["device"] is not None:
-        result.update(disks[0])
-    else:
-        result["devices"] = disks
-        result["persisted_to"] = [path for disk in disks for path in disk["persisted_to"]]
-    module.exit_json(**result)
-
+    exit_module(module, lambda: _iocost.run(module.params, KernelFS(), module.check_mode))
 
 if __name__ == "__main__":
     main()

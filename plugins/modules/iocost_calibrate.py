@@ -324,8 +324,7 @@ def main():
     )
     fs = KernelFS()
     exit_module(module, lambda: _calibrate.calibrate(fs, DeviceResolver(fs), Runner(module), module.params,
-                                                     module.check_mode),
-                (_calibrate.CalibrationError,))
+                                                     module.check_mode))
 
 
 if __name__ == "__main__":

@@ -238,7 +238,7 @@ def main():
         supports_check_mode=True,
     )
     exit_module(module, lambda: _nvme_arbitration.run(module.params, KernelFS(), Runner(module), module.check_mode,
-                                                      Reconciler), (_nvme_arbitration.RequestError,))
+                                                      Reconciler))
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile im
 
 def main():
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    exit_module(module, lambda: _purge.run(KernelFS(), Runner(module), module.check_mode), (_purge.PurgeError,))
+    exit_module(module, lambda: _purge.run(KernelFS(), Runner(module), module.check_mode))
 
 
 if __name__ == "__main__":

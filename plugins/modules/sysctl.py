@@ -143,27 +143,14 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _sysctl
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, fail_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 
 def main():
     module = AnsibleModule(argument_spec=merge(PERSIST, sysctls={"type": "dict", "required": True}),
                            supports_check_mode=True)
-    fs = KernelFS()
-    try:
-        settings, errors, warnings, info = _sysctl.settings(fs, module.params)
-        result = _sysctl.flat_result(Reconciler(fs, check_mode=module.check_mode).run(settings, errors))
-    except (ReconcileError, KernelFileError) as e:
-        fail_module(module, e)
-    for warning in warnings:
-        module.warn(warning)
-    files = info["persisted"]
-    module.exit_json(changed=result["changed"], diff=result["diff"],
-                     kernel=dict((k, v) for k, v in result["values"].items() if not k.startswith("/")),
-                     paths=info["paths"], mapped=info["mapped"], debug_interfaces=info["debug_interfaces"],
-                     absent=info["absent"], persisted_to=files)
-
+    exit_module(module, lambda: _sysctl.run(module.params, KernelFS(), module.check_mode))
 
 if __name__ == "__main__":
     main()
