@@ -32,6 +32,8 @@ import statistics
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate
+
 SCHEMA = 1
 COEFS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
 QOS_KEYS = ("rpct", "rlat", "wpct", "wlat", "min", "max")
@@ -48,8 +50,9 @@ _SOLUTION_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _HWDB_GLOB = frozenset("*?[\\#")
 
 
-class CalibrationError(ValueError):
-    """A calibration result, entry, database file or hwdb export that cannot be used, and why."""
+class CalibrationError(_calibrate.CalibrationError, ValueError):
+    """A calibration result, entry, database file or hwdb export that cannot be used, and why: the
+    calibration module's error (one concept, one base), and a ValueError as the filters expect."""
 
 
 # ----------------------------------------------------------------------------------------------
