@@ -44,7 +44,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist impo
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, ReconcileError, Setting
 
 # -- the feature -------------------------------------------------------------------------------
-FID_ARBITRATION = 0x01
+FID_ARBITRATION = boot.FID_ARBITRATION
 SELECT_CURRENT, SELECT_DEFAULT, SELECT_SAVED, SELECT_SUPPORTED = 0, 1, 2, 3
 SELECT_NAMES = {0: "Current", 1: "Default", 2: "Saved", 3: "Supported capabilities"}
 AB_UNLIMITED = 7          # AB = 111b: no limit
@@ -527,11 +527,8 @@ class NvmeCli:
         return value
 
     def set_feature(self, ctrl, dw11, save):
-        # Long options only: nvme-cli 2.13 renamed the short form of --value to -V and made -v --verbose, so
-        # "-v 0x03020103" there sends Dword 11 = 0 and exits 0 (observed with FID 0x04 on the lab guest).
-        argv = [self.nvme, "set-feature", ctrl.dev_path, "--feature-id=%d" % FID_ARBITRATION, "--value=%s" % hex32(dw11)]
-        if save:
-            argv.append("--save")
+        # the boot helper runs the same command: built in one place (long options only, see there)
+        argv = boot.set_feature_argv(self.nvme, ctrl.dev_path, FID_ARBITRATION, dw11, save)
         rc, out, err = self._run(argv)
         if rc != 0:
             what = "%s refused Set Features Arbitration (FID 0x01) value %s%s" % (
