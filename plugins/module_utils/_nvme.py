@@ -275,6 +275,13 @@ class ControllerResolver:
         return found
 
 
+# == the driver's queue parameters ==============================================================
+
+DRIVER_PARAMETERS_DIR = "/sys/module/nvme/parameters"
+# Sampled when a controller sets up its I/O queues (probe, reset): drivers/nvme/host/pci.c.
+QUEUE_PARAMETERS = ("poll_queues", "write_queues", "io_queue_depth")
+
+
 # == the blk-mq hardware-queue map ==============================================================
 
 NR_TAGS = codecs.IntValue("nr_tags")
@@ -354,7 +361,8 @@ def queue_split(ctrl, namespaces, debugfs, klog=None):
     """The default/read/poll counts of a controller's tag set, and where they were read.
 
     ``namespaces`` is ``{disk: {"hctxs": [...], "io_poll": 0/1/None}}`` for the controller's blk-mq
-    disks (all share one tag set: the first with hctxs is counted). The fallbacks, in order:
+    disks (all share one tag set: the first with hctxs is counted; ``io_poll`` is only read with
+    ``klog``). The fallbacks, in order:
 
     1. every hctx type read from debugfs: ``source: debugfs``;
     2. ``klog`` (a callable returning :func:`parse_klog`'s dict; None when the caller runs no
