@@ -260,8 +260,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    exit_module(module, lambda: _nvme_queues.reconcile(module.params, KernelFS(), Runner(module), module.check_mode),
-                (_nvme_queues.RequestError,))
+    exit_module(module, lambda: _nvme_queues.reconcile(module.params, KernelFS(), Runner(module), module.check_mode))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import os
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues as nq
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError
@@ -96,7 +97,7 @@ def test_parse_klog_keeps_the_last_line_per_controller(entries):
     want = {}
     for ctrl, d, r, p in entries:
         want["nvme%d" % ctrl] = {"default": d, "read": r, "poll": p}
-    assert nq.parse_klog(text) == want
+    assert nvme.parse_klog(text) == want
 
 
 @pytest.mark.parametrize("text, count", [("0-1", 2), ("0", 1), ("0-3,8", 5), ("0-3,8-9\n", 6), ("", 0),
