@@ -145,6 +145,23 @@ def test_bad_input_fails_before_any_write(lab, params, needle):
     assert lab.sim.writes == [] and lab.etc_files() == [] and lab.runner.calls == []
 
 
+def test_an_invalid_request_is_one_error_type_whoever_shows_it(tmp_path):
+    """The input (validate), a conflicting file or an unsafe reset (plan): one class, one message form."""
+    lab = Lab(tmp_path)
+    with pytest.raises(nq.RequestError) as bad_input:
+        lab.run(poll_queues=3)
+    lab.h.write("/etc/modprobe.d/zz-nvme.conf", "options nvme poll_queues=2\n")
+    with pytest.raises(nq.RequestError) as conflict:
+        lab.run(poll_queues=1)
+    lab.h.remove("/etc/modprobe.d/zz-nvme.conf")
+    with pytest.raises(nq.RequestError) as unsafe:
+        lab.run(poll_queues=1, reset_controllers=True)
+    for e in (bad_input.value, conflict.value, unsafe.value):
+        assert isinstance(e, ReconcileError) and len(e.errors) == 1
+        assert e.msg == "Invalid request (nothing was changed): " + e.errors[0]
+    assert lab.sim.writes == [] and lab.etc_files() == []
+
+
 # --------------------------------------------------------------------------------------------
 # Driver and initramfs detection
 # --------------------------------------------------------------------------------------------
