@@ -16,6 +16,7 @@ import errno
 import re
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import detect, parse_systemd_version
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import CgroupNameError, resolve as cgroup_path
@@ -30,9 +31,6 @@ CGROUP_FACTS = ("cgroup.controllers", "cgroup.subtree_control", "io.weight", "io
                 "memory.min", "memory.low", "memory.high", "memory.max", "memory.swap.max",
                 "memory.swap.high", "memory.zswap.max", "memory.oom.group", "memory.pressure",
                 "cpu.weight", "cpu.max", "cpu.pressure")
-NVME_PARAMETERS = ("poll_queues", "write_queues", "io_queue_depth")
-NR_TAGS = codecs.IntValue("nr_tags")
-NR_RESERVED_TAGS = codecs.IntValue("nr_reserved_tags")
 
 
 class Reader:
@@ -88,37 +86,6 @@ def _queue(reader, name):
     return out
 
 
-def _hw_queues(reader, name):
-    """blk-mq hardware queues: cpu_list and tags from sysfs, type (default/read/poll) from debugfs."""
-    out = []
-    mq = "/sys/block/%s/mq" % name
-    for entry in sorted(reader.fs.listdir(mq), key=lambda e: int(e) if e.isdigit() else -1):
-        if not entry.isdigit():
-            continue
-        d = "%s/%s/" % (mq, entry)
-        out.append({
-            "index": int(entry),
-            "cpu_list": reader.parsed(d + "cpu_list", codecs.CPU_LIST),
-            "nr_tags": reader.parsed(d + "nr_tags", NR_TAGS),
-            "nr_reserved_tags": reader.parsed(d + "nr_reserved_tags", NR_RESERVED_TAGS),
-            "type": _debugfs_hctx_type(reader, name, entry),
-        })
-    return out
-
-
-def _debugfs_hctx_type(reader, name, index):
-    value = reader.text("/sys/kernel/debug/block/%s/hctx%s/type" % (name, index))
-    return value.strip() if value else None
-
-
-def _queue_split(hw_queues):
-    types = [q["type"] for q in hw_queues]
-    if not hw_queues or any(t is None for t in types):
-        return {"default": None, "read": None, "poll": None, "source": "unavailable (debugfs not readable)"}
-    return {"default": types.count("default"), "read": types.count("read"), "poll": types.count("poll"),
-            "source": "debugfs"}
-
-
 def _iocost(model, qos, majmin):
     m = codecs.IO_COST_MODEL.lookup(model, majmin) if model is not None else None
     q = codecs.IO_COST_QOS.lookup(qos, majmin) if qos is not None else None
@@ -126,35 +93,25 @@ def _iocost(model, qos, majmin):
             "initialised": m is not None or q is not None}
 
 
-def _nvme_controllers(reader, disks, hw_by_name):
+def _nvme_controllers(reader, reported, hw_by_name, debugfs):
+    """Every NVMe controller with the reported disks it carries and its queue split.
+
+    The split comes from debugfs only: io_facts runs no commands, so the kernel-log fallback of
+    :func:`_nvme.queue_split` is not taken and the types are reported unavailable instead.
+    """
     out = {}
-    for ctrl in reader.fs.listdir("/sys/class/nvme"):
-        d = "/sys/class/nvme/%s/" % ctrl
-        attrs = dict((k, (reader.text(d + k) or "").strip() or None)
-                     for k in ("model", "serial", "firmware_rev", "transport", "state", "queue_count",
-                               "subsysnqn", "cntlid"))
-        # Namespaces reached through this controller: its own, and multipath heads with a hidden
-        # path disk nvme<S>c<C>n<N> on it (the path disk carries the blk-mq queues).
-        suffix = "c%sn" % ctrl[len("nvme"):]
-        namespaces, queue_disks = [], []
-        for x in disks:
-            paths = [p for p in (x.get("nvme_paths") or []) if suffix in p]
-            if x.get("controller") == ctrl or paths:
-                namespaces.append(x["name"])
-                queue_disks.extend(paths if paths else [x["name"]])
-        split = None
-        for name in queue_disks:
-            hw = hw_by_name[name] if name in hw_by_name else _hw_queues(reader, name)
-            if hw:
-                split = _queue_split(hw)
-                break
-        out[ctrl] = {
-            "model": attrs["model"], "serial": attrs["serial"], "firmware": attrs["firmware_rev"],
-            "transport": attrs["transport"], "state": attrs["state"], "subsysnqn": attrs["subsysnqn"],
-            # queue_count includes the admin queue.
-            "queue_count": int(attrs["queue_count"]) if (attrs["queue_count"] or "").isdigit() else None,
-            "namespaces": namespaces,
-            "queues": split or {"default": None, "read": None, "poll": None, "source": "no blk-mq namespace"},
+    for name, ctrl in nvme.scan_controllers(reader.fs, reader.warnings).items():
+        # A multipath head is carried through its path disk on this controller (which has the queues).
+        carried = [ns for ns in ctrl.namespaces if (nvme.multipath_head(ns) or ns) in reported]
+        queue_disks = dict((ns, {"hctxs": hw_by_name[ns] if ns in hw_by_name
+                                 else nvme.hctxs(reader.fs, ns, debugfs, reader.warnings)}) for ns in carried)
+        split = nvme.queue_split(name, queue_disks, debugfs)
+        out[name] = {
+            "model": ctrl.model, "serial": ctrl.serial, "firmware": ctrl.firmware, "transport": ctrl.transport,
+            "state": ctrl.state, "subsysnqn": ctrl.subsysnqn, "queue_count": ctrl.queue_count,
+            "namespaces": [nvme.multipath_head(ns) or ns for ns in carried],
+            "queues": {"default": split["default"], "read": split["read"], "poll": split["poll"],
+                       "source": split["source"] or "unavailable (%s)" % split["note"]},
         }
     return out
 
@@ -233,20 +190,19 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
         root = caps["cgroup"]["mountpoint"]
         model = reader.parsed(root + "/io.cost.model", codecs.IO_COST_MODEL)
         qos = reader.parsed(root + "/io.cost.qos", codecs.IO_COST_QOS)
-    out_devices, flat, hw_by_name = {}, [], {}
+    debugfs = nvme.debugfs_mount(fs)
+    out_devices, hw_by_name = {}, {}
     for rec in records:
-        identity = rec.as_dict()
-        hw_by_name[rec.name] = _hw_queues(reader, rec.name)
-        out_devices[rec.name] = {"identity": identity, "queue": _queue(reader, rec.name),
+        hw_by_name[rec.name] = nvme.hctxs(fs, rec.name, debugfs, reader.warnings)
+        out_devices[rec.name] = {"identity": rec.as_dict(), "queue": _queue(reader, rec.name),
                                  "hw_queues": hw_by_name[rec.name], "iocost": _iocost(model, qos, rec.majmin)}
-        flat.append(identity)
     pressure = dict((res, reader.parsed("/proc/pressure/" + res, codecs.Psi(res))) for res in ("io", "memory", "cpu"))
     host = _host(reader)
-    parameters = dict((p, reader.text("/sys/module/nvme/parameters/" + p)) for p in NVME_PARAMETERS)
+    parameters = dict((p, reader.text("%s/%s" % (nvme.DRIVER_PARAMETERS_DIR, p))) for p in nvme.QUEUE_PARAMETERS)
     return {
         "capabilities": caps,
         "devices": out_devices,
-        "nvme": _nvme_controllers(reader, flat, hw_by_name),
+        "nvme": _nvme_controllers(reader, out_devices, hw_by_name, debugfs),
         "nvme_parameters": dict((p, _plain(v)) for p, v in parameters.items() if v is not None),
         "cgroups": dict((name, _cgroup(reader, name, caps)) for name in cgroups) if caps["cgroup"]["unified"]
         else dict((name, {"name": name, "exists": False, "error": "cgroup v2 is not the unified hierarchy on this host"})

@@ -7,14 +7,12 @@
 
 PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
 
-Three parts, usable on their own:
+Controllers are found with :class:`_nvme.ControllerResolver` and commanded through
+:class:`_nvme.NvmeCli` (the NVMe layer); this file holds the feature:
 
-* :class:`ControllerResolver` - one NVMe *controller* from ``nvmeN``, ``/dev/nvmeN``, the
-  controller serial, or any namespace selector the shared :class:`_devices.DeviceResolver`
-  understands (``nvme0n1``, ``/dev/disk/by-id/...``, a WWN, ``MAJ:MIN``). Only sysfs is read.
-* :class:`NvmeCli` - argv-only calls of ``nvme get-feature``/``set-feature``/``show-regs``/
-  ``id-ctrl`` with their outputs parsed and NVMe status codes decoded (formats observed with
-  nvme-cli 2.3 on Debian 12 and 2.13 on Debian 13; see docs/nvme_arbitration.md).
+* the Dword 11 fields (:func:`decode`, :func:`encode`) and the checks of the module's values;
+* :class:`ControllerProbe` - what one controller holds and supports for FID 0x01;
+* the persistence: a udev rule per controller serial and its boot helper;
 * :class:`Request` - the module's logic: validate every input, probe each controller (current,
   saved and capabilities with Get Features select 0/2/3, CAP.AMS/CC.AMS from the registers),
   decide what is unsupported, and build the reconcile-engine settings (one
@@ -34,19 +32,16 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_nvme_arbitration_apply as boot
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._nvme import (
+    FID_ARBITRATION, SELECT_CURRENT, SELECT_SAVED, SELECT_SUPPORTED, ControllerError, ControllerResolver, NvmeCli,
+    NvmeCommandError, check_selector, hex32)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     NVME_ARBITRATION_HELPER, NVME_ARBITRATION_RULES, ManagedFile, udev_value,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, ReconcileError, Setting
 
 # -- the feature -------------------------------------------------------------------------------
-FID_ARBITRATION = boot.FID_ARBITRATION
-SELECT_CURRENT, SELECT_DEFAULT, SELECT_SAVED, SELECT_SUPPORTED = 0, 1, 2, 3
-SELECT_NAMES = {0: "Current", 1: "Default", 2: "Saved", 3: "Supported capabilities"}
 AB_UNLIMITED = 7          # AB = 111b: no limit
 AB_MAX_EXPONENT = 6       # 2^6 = 64 commands, the largest finite burst
 WEIGHT_MAX = 255          # 8-bit, 0's based fields
@@ -63,228 +58,20 @@ ONCS_SAVE_SELECT = 0x10
 CAP_AMS_SHIFT, CC_AMS_SHIFT = 17, 11
 CC_AMS_NAMES = {0: "round_robin", 1: "weighted_round_robin_urgent", 7: "vendor_specific"}
 
-# NVMe status field (completion DW3 bits 31:17 as nvme-cli prints it): SC 7:0, SCT 10:8,
-# CRD 12:11, More 13, DNR 14.
-STATUS_MEANINGS = {
-    (0, 0x01): ("Invalid Command Opcode", "the controller does not implement this command"),
-    (0, 0x02): ("Invalid Field in Command", "the controller does not support this feature or one of the values "
-                                            "(an unsupported Select value, feature or reserved bits)"),
-    (1, 0x0d): ("Feature Identifier Not Saveable", "the controller cannot save Arbitration across power cycles; "
-                                                   "use save: false (persist: true re-applies the value at controller "
-                                                   "add through a udev rule keyed by the controller serial)"),
-    (1, 0x0e): ("Feature Not Changeable", "the controller does not let the host change Arbitration at all; remove "
-                                          "this controller from the task, or use when_unsupported: warn to skip it "
-                                          "with a warning"),
-    (1, 0x0f): ("Feature Not Namespace Specific", "Arbitration is a controller feature; send it to the controller "
-                                                  "(/dev/nvmeN), not a namespace"),
+# What to do about the statuses Set Features Arbitration meets, by (SCT, SC) (names: _nvme.STATUS_NAMES).
+STATUS_HINTS = {
+    (0, 0x01): "the controller does not implement this command",
+    (0, 0x02): "the controller does not support this feature or one of the values (an unsupported Select value, "
+               "feature or reserved bits)",
+    (1, 0x0d): "the controller cannot save Arbitration across power cycles; use save: false (persist: true re-applies "
+               "the value at controller add through a udev rule keyed by the controller serial)",
+    (1, 0x0e): "the controller does not let the host change Arbitration at all; remove this controller from the task, "
+               "or use when_unsupported: warn to skip it with a warning",
+    (1, 0x0f): "Arbitration is a controller feature; send it to the controller (/dev/nvmeN), not a namespace",
 }
-REFUSALS = ((1, 0x0d), (1, 0x0e), (0, 0x02))
 
 # -- persistence: _persist.NVME_ARBITRATION_RULES run the boot helper _boot_nvme_arbitration_apply ---
 
-# Selectors are looked up in sysfs and never reach a shell, but a selector that could only be
-# meant for one (';', '$(', '|', quotes...) is refused outright: no controller is named like that.
-_SELECTOR_RE = re.compile(r"^[A-Za-z0-9/][A-Za-z0-9._:/+@ -]*\Z")
-_CTRL_RE = re.compile(r"^(?:/dev/)?(nvme\d+)$")
-_PATH_DISK_RE = re.compile(r"^nvme\d+c(\d+)n\d+$")
-_GET_FEATURE_RE = re.compile(r"^get-feature:0x([0-9a-fA-F]+) \(([^)]*)\), ([A-Za-z ]+?) value:(?:0x)?([0-9a-fA-F]{1,8})\s*$")
-_SET_FEATURE_RE = re.compile(r"^set-feature:0x[0-9a-fA-F]+ \([^)]*\), value:(?:0x)?([0-9a-fA-F]{1,8})\b", re.M)
-_STATUS_RE = re.compile(r"NVMe status: (.*?)\(0x([0-9a-fA-F]+)\)\s*$")
-_REG_RE = re.compile(r"^([a-z]+)\s*:\s*(?:0x)?([0-9a-fA-F]+)\s*$")
-
-
-# == controller lookup ===========================================================================
-
-class ControllerError(Exception):
-    """A selector that does not name exactly one NVMe controller (``reason`` as in DeviceError)."""
-
-    def __init__(self, message, selector=None, reason="not_found", candidates=None):
-        self.message = message
-        self.selector = selector
-        self.reason = reason
-        self.candidates = candidates or []
-        super(ControllerError, self).__init__(message)
-
-
-class NvmeController:
-    """One NVMe controller as sysfs shows it (``/sys/class/nvme/nvmeN``)."""
-
-    FIELDS = ("name", "dev_path", "serial", "model", "firmware", "transport", "state", "address", "subsysnqn",
-              "cntlid", "namespaces", "selector", "matched_by")
-
-    def __init__(self, **kwargs):
-        for field in self.FIELDS:
-            setattr(self, field, kwargs.pop(field, None))
-        if kwargs:
-            raise TypeError("unknown NvmeController fields: %s" % ", ".join(sorted(kwargs)))
-        self.namespaces = list(self.namespaces or [])
-
-    def as_dict(self):
-        return dict((f, list(getattr(self, f)) if f == "namespaces" else getattr(self, f)) for f in self.FIELDS)
-
-    def summary(self):
-        return "%s (serial %s, %s, %s)" % (self.name, self.serial or "-", self.model or "unknown model",
-                                           self.address or self.transport or "-")
-
-
-def check_selector(selector):
-    """None if ``selector`` may name a controller, else the reason it cannot."""
-    if selector is None or not str(selector).strip():
-        return "an empty controller selector"
-    text = str(selector)
-    if not _SELECTOR_RE.match(text) or "//" in text or "/../" in text:
-        bad = sorted(set(c for c in text if not re.match(r"[A-Za-z0-9._:/+@ -]", c)))
-        shown = " ".join(repr(c) for c in bad) if bad else "its form"
-        return ("controller selector %r has characters no NVMe controller name, /dev path, WWN or serial uses "
-                "(%s); give nvme0, /dev/nvme0, a namespace (nvme0n1, /dev/disk/by-id/...) or the controller serial"
-                % (text, shown))
-    return None
-
-
-class ControllerResolver:
-    """Resolves controller selectors against one host's sysfs (scanned once per instance)."""
-
-    SYS_CLASS_NVME = "/sys/class/nvme"
-
-    def __init__(self, fs, devices=None):
-        self.fs = fs
-        self._devices = devices
-        self._controllers = None
-
-    @property
-    def devices(self):
-        if self._devices is None:
-            self._devices = DeviceResolver(self.fs)
-        return self._devices
-
-    def _attr(self, name, key):
-        try:
-            value = self.fs.read("%s/%s/%s" % (self.SYS_CLASS_NVME, name, key))
-        except KernelFileError:  # unreadable attribute: treat as absent
-            return None
-        value = (value or "").strip()
-        return value or None
-
-    def controllers(self):
-        """{name: NvmeController} for every controller in /sys/class/nvme."""
-        if self._controllers is None:
-            out = {}
-            for name in self.fs.listdir(self.SYS_CLASS_NVME):
-                if not re.match(r"^nvme\d+$", name):
-                    continue
-                base = "%s/%s" % (self.SYS_CLASS_NVME, name)
-                namespaces = [e for e in self.fs.listdir(base) if re.match(r"^nvme\d+(c\d+)?n\d+$", e)]
-                out[name] = NvmeController(
-                    name=name, dev_path="/dev/" + name, serial=self._attr(name, "serial"),
-                    model=self._attr(name, "model"), firmware=self._attr(name, "firmware_rev"),
-                    transport=self._attr(name, "transport"), state=self._attr(name, "state"),
-                    address=self._attr(name, "address"), subsysnqn=self._attr(name, "subsysnqn"),
-                    cntlid=self._attr(name, "cntlid"), namespaces=sorted(namespaces))
-            self._controllers = out
-        return self._controllers
-
-    def _existing(self):
-        ctrls = self.controllers()
-        return "; ".join(ctrls[n].summary() for n in sorted(ctrls, key=_natural)) or "none"
-
-    def _found(self, ctrl, selector, how):
-        found = NvmeController(**ctrl.as_dict())
-        found.selector, found.matched_by = selector, how
-        return found
-
-    def resolve(self, selector):
-        """One selector -> :class:`NvmeController`; raises :class:`ControllerError`."""
-        problem = check_selector(selector)
-        if problem:
-            raise ControllerError(problem[0].upper() + problem[1:], selector=selector, reason="invalid")
-        selector = str(selector).strip()
-        ctrls = self.controllers()
-        m = _CTRL_RE.match(selector)
-        if m:
-            if m.group(1) in ctrls:
-                return self._found(ctrls[m.group(1)], selector, "controller name")
-            raise ControllerError("No NVMe controller %s (no %s/%s). NVMe controllers on this host: %s."
-                                  % (selector, self.SYS_CLASS_NVME, m.group(1), self._existing()),
-                                  selector=selector, candidates=self._candidates())
-        by_serial = [c for c in ctrls.values() if c.serial and c.serial == selector]
-        if not by_serial:
-            by_serial = [c for c in ctrls.values() if c.serial and c.serial.lower() == selector.lower()]
-        if len(by_serial) == 1:
-            return self._found(by_serial[0], selector, "controller serial")
-        if len(by_serial) > 1:
-            names = sorted((c.name for c in by_serial), key=_natural)
-            raise ControllerError(
-                "Serial %r is shared by the controllers %s (controllers of one NVM subsystem report the subsystem's "
-                "serial); Arbitration is set per controller: list the controllers by name (%s) instead."
-                % (selector, ", ".join(names), ", ".join(names)), selector=selector, reason="ambiguous",
-                candidates=[self._brief(ctrls[n]) for n in names])
-        return self._from_namespace(selector)
-
-    def _from_namespace(self, selector):
-        try:
-            disk = self.devices.resolve(selector)
-        except DeviceError as e:
-            if e.reason == "not_found":
-                raise ControllerError(
-                    "No NVMe controller matches %r (tried controller name nvmeN, /dev/nvmeN, controller serial and "
-                    "the namespace selectors: kernel name, /dev path, by-id/by-path link, WWN, serial, MAJ:MIN). "
-                    "NVMe controllers on this host: %s." % (selector, self._existing()),
-                    selector=selector, candidates=self._candidates())
-            raise ControllerError("%s: %s" % (selector, e.message), selector=selector, reason=e.reason,
-                                  candidates=self._candidates())
-        ctrls = self.controllers()
-        if disk.kind == "nvme" and disk.controller in ctrls:
-            return self._found(ctrls[disk.controller], selector, "namespace %s" % disk.name)
-        if disk.kind == "nvme-multipath-head":
-            names = sorted(set("nvme%s" % _PATH_DISK_RE.match(p).group(1) for p in disk.nvme_paths
-                               if _PATH_DISK_RE.match(p)), key=_natural)
-            names = [n for n in names if n in ctrls]
-            if len(names) == 1:
-                return self._found(ctrls[names[0]], selector, "namespace %s" % disk.name)
-            raise ControllerError(
-                "%r resolves to the NVMe multipath namespace %s, reached through the controllers %s; Arbitration is "
-                "set per controller: list them by name (%s)." % (selector, disk.name, ", ".join(names) or "none",
-                                                                 ", ".join(names) or "nvmeN"),
-                selector=selector, reason="ambiguous", candidates=[self._brief(ctrls[n]) for n in names])
-        raise ControllerError("%r resolves to %s, which is not an NVMe namespace (kind %s); NVMe controllers on this "
-                              "host: %s." % (selector, disk.name, disk.kind, self._existing()),
-                              selector=selector, reason="not_nvme", candidates=self._candidates())
-
-    @staticmethod
-    def _brief(ctrl):
-        return {"name": ctrl.name, "serial": ctrl.serial, "model": ctrl.model, "address": ctrl.address}
-
-    def _candidates(self):
-        ctrls = self.controllers()
-        return [self._brief(ctrls[n]) for n in sorted(ctrls, key=_natural)]
-
-    def resolve_many(self, selectors):
-        """All selectors -> controllers; every failure (and duplicates) reported in one ControllerError."""
-        found, errors, seen = [], [], {}
-        for selector in selectors:
-            try:
-                ctrl = self.resolve(selector)
-            except ControllerError as e:
-                errors.append(e)
-                continue
-            if ctrl.name in seen:
-                errors.append(ControllerError("%r and %r both name controller %s; list each controller once"
-                                              % (seen[ctrl.name], selector, ctrl.summary()),
-                                              selector=selector, reason="duplicate"))
-                continue
-            seen[ctrl.name] = selector
-            found.append(ctrl)
-        if errors:
-            if len(errors) == 1:
-                raise errors[0]
-            raise ControllerError("%d of %d controller selectors failed:\n%s" % (
-                len(errors), len(selectors), "\n".join("- " + e.message for e in errors)),
-                selector=[e.selector for e in errors], reason="several")
-        return found
-
-
-def _natural(name):
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
 # == the feature's fields ========================================================================
@@ -306,10 +93,6 @@ def encode(fields):
     for name in WEIGHTS:
         dw11 |= (int(fields[name]) & 0xff) << WEIGHT_SHIFTS[name]
     return dw11
-
-
-def hex32(value):
-    return None if value is None else "0x%08x" % value
 
 
 def _as_int(value):
@@ -377,191 +160,12 @@ def requested_fields(params):
     return wanted, problems
 
 
-# == nvme-cli ===================================================================================
-
-class NvmeStatus:
-    """An NVMe completion status as nvme-cli prints it (``NVMe status: <text>(0x410e)``)."""
-
-    def __init__(self, value, text=""):
-        self.value = value
-        self.text = text.strip().rstrip(":").strip()
-        self.sc = value & 0xff
-        self.sct = (value >> 8) & 0x7
-        self.dnr = bool(value & 0x4000)
-        known = STATUS_MEANINGS.get((self.sct, self.sc))
-        self.name = known[0] if known else (self.text.split(":")[0] if self.text else "status 0x%x" % value)
-        self.hint = known[1] if known else None
-
-    @property
-    def refusal(self):
-        """True when the controller refused the feature or value (not an I/O or driver error)."""
-        return (self.sct, self.sc) in REFUSALS
-
-    @property
-    def not_saveable(self):
-        return (self.sct, self.sc) == (1, 0x0d)
-
-    def describe(self):
-        return "NVMe status 0x%04x %s (status code type %d, status code 0x%02x%s)" % (
-            self.value, self.name, self.sct, self.sc, ", do not retry" if self.dnr else "")
-
-    def as_dict(self):
-        return {"value": "0x%04x" % self.value, "name": self.name, "sct": self.sct, "sc": "0x%02x" % self.sc,
-                "dnr": self.dnr, "nvme_cli": self.text}
-
-
-def parse_status(text):
-    """The NvmeStatus in nvme-cli's output, or None."""
-    for line in (text or "").splitlines():
-        m = _STATUS_RE.search(line.strip())
-        if m:
-            return NvmeStatus(int(m.group(2), 16), m.group(1))
-    return None
-
-
-class NvmeCommandError(CommandError):
-    """nvme-cli failed; ``status`` is the decoded NVMe status when the controller answered."""
-
-    def __init__(self, argv, rc, stdout, stderr, what, ctrl, status=None, fix=None):
-        self.status = status
-        self.ctrl = ctrl
-        first = _first_line(stderr) or _first_line(stdout) or "no output"
-        if status is not None:
-            reason = "%s: %s" % (what, status.describe())
-            if status.hint or fix:
-                reason += "; %s" % (fix or status.hint)
-        else:
-            reason = "%s: %s" % (what, first)
-            if fix:
-                reason += "; %s" % fix
-        super(NvmeCommandError, self).__init__(argv, rc, stdout, stderr, reason=reason)
-        # The engine shows e.message; lead with the device and what was refused, then the command.
-        self.message = self.msg = "%s (command: %s, rc=%s)" % (reason, " ".join(self.argv), rc)
-
-    def as_dict(self):
-        out = super(NvmeCommandError, self).as_dict()
-        if self.status is not None:
-            out["nvme_status"] = self.status.as_dict()
-        return out
-
-
-def _first_line(text):
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if line:
-            return line[:300]
-    return ""
-
-
-def parse_get_feature(text, fid=FID_ARBITRATION):
-    """``get-feature:0x01 (Arbitration), Current value:0x00000007`` -> (select name, value).
-
-    nvme-cli 2.3 and 2.13 print this same line (capabilities without ``0x``: ``value:00000000``).
-    Raises ValueError for anything else.
-    """
-    for line in (text or "").splitlines():
-        m = _GET_FEATURE_RE.match(line.strip())
-        if m:
-            if int(m.group(1), 16) != fid:
-                raise ValueError("nvme-cli answered for feature 0x%s, not 0x%02x" % (m.group(1), fid))
-            return m.group(3), int(m.group(4), 16)
-    raise ValueError("unexpected nvme get-feature output %r" % (text or "")[:200])
-
-
-def parse_set_feature(text):
-    """The Dword 11 nvme-cli reports it sent (``set-feature:0x01 (Arbitration), value:0x03020103, ...``), or None."""
-    m = _SET_FEATURE_RE.search(text or "")
-    return int(m.group(1), 16) if m else None
-
-
-def parse_show_regs(text):
-    """``nvme show-regs`` plain output -> {register: int}. 2.3 prints bare hex, 2.13 with 0x."""
-    regs = {}
-    for line in (text or "").splitlines():
-        m = _REG_RE.match(line.strip())
-        if m:
-            regs[m.group(1)] = int(m.group(2), 16)
-    return regs
-
-
 def decode_ams(cap, cc):
     """CAP.AMS / CC.AMS from the two registers."""
     cap_ams = (cap >> CAP_AMS_SHIFT) & 0x3
     cc_ams = (cc >> CC_AMS_SHIFT) & 0x7
     return ({"wrr_urgent": bool(cap_ams & 0x1), "vendor_specific": bool(cap_ams & 0x2)},
             CC_AMS_NAMES.get(cc_ams, "reserved_%d" % cc_ams))
-
-
-class NvmeCli:
-    """nvme-cli through the collection's Runner (argv lists, C locale)."""
-
-    def __init__(self, runner, nvme=None):
-        self.runner = runner
-        self.nvme = nvme
-
-    def locate(self):
-        """Path of nvme, or None."""
-        if self.nvme is None:
-            self.nvme = self.runner.which("nvme")
-        return self.nvme
-
-    def _run(self, argv):
-        rc, out, err = self.runner.run(argv, check=False)
-        return rc, out or "", err or ""
-
-    def get_feature(self, ctrl, select):
-        argv = [self.nvme, "get-feature", ctrl.dev_path, "--feature-id=%d" % FID_ARBITRATION, "--sel=%d" % select]
-        rc, out, err = self._run(argv)
-        what = "%s: Get Features Arbitration (FID 0x01, select %d: %s) failed" % (
-            ctrl.summary(), select, SELECT_NAMES[select])
-        if rc != 0:
-            raise NvmeCommandError(argv, rc, out, err, what, ctrl, parse_status(err + "\n" + out))
-        try:
-            name, value = parse_get_feature(out)
-        except ValueError as e:
-            raise NvmeCommandError(argv, rc, out, err, what, ctrl,
-                                   fix="%s; this nvme-cli prints a format the module does not know" % e)
-        if name != SELECT_NAMES[select]:
-            raise NvmeCommandError(argv, rc, out, err, what, ctrl,
-                                   fix="nvme-cli reported the %s value, not the %s value" % (name, SELECT_NAMES[select]))
-        return value
-
-    def set_feature(self, ctrl, dw11, save):
-        # the boot helper runs the same command: built in one place (long options only, see there)
-        argv = boot.set_feature_argv(self.nvme, ctrl.dev_path, FID_ARBITRATION, dw11, save)
-        rc, out, err = self._run(argv)
-        if rc != 0:
-            what = "%s refused Set Features Arbitration (FID 0x01) value %s%s" % (
-                ctrl.summary(), hex32(dw11), " with save" if save else "")
-            raise NvmeCommandError(argv, rc, out, err, what, ctrl, parse_status(err + "\n" + out))
-        sent = parse_set_feature(out)
-        if sent is not None and sent != dw11:
-            raise NvmeCommandError(argv, rc, out, err, "%s: Set Features Arbitration (FID 0x01)" % ctrl.summary(), ctrl,
-                                   fix="nvme-cli sent Dword 11 %s, not %s: it did not take the value option as "
-                                       "given" % (hex32(sent), hex32(dw11)))
-
-    def oncs(self, ctrl):
-        """Identify Controller ONCS (int), from ``nvme id-ctrl -o json`` (2.3 and 2.13 both have it)."""
-        argv = [self.nvme, "id-ctrl", ctrl.dev_path, "--output-format=json"]
-        rc, out, err = self._run(argv)
-        what = "%s: Identify Controller failed" % ctrl.summary()
-        if rc != 0:
-            raise NvmeCommandError(argv, rc, out, err, what, ctrl, parse_status(err + "\n" + out))
-        try:
-            return int(json.loads(out)["oncs"])
-        except (ValueError, KeyError, TypeError):
-            raise NvmeCommandError(argv, rc, out, err, what, ctrl, fix="no ONCS field in %r" % out[:200])
-
-    def show_regs(self, ctrl):
-        """(regs, None) or (None, reason). Plain output: 2.3's JSON mode exits 1 even on success."""
-        argv = [self.nvme, "show-regs", ctrl.dev_path]
-        rc, out, err = self._run(argv)
-        regs = parse_show_regs(out) if rc == 0 else {}
-        if rc == 0 and "cap" in regs and "cc" in regs and regs.get("version", regs.get("vs", 0)) >= 0x10000:
-            return regs, None
-        status = parse_status(err + "\n" + out)
-        said = status.describe() if status else (_first_line(err) or "rc=%s, no usable register values" % rc)
-        return None, "%s %s: %s" % (" ".join(argv), "failed" if rc else "printed no usable registers", said)
 
 
 # == per-controller probe ========================================================================
@@ -606,7 +210,7 @@ class ControllerProbe:
                         "reason": "controller not live"}
             return
         try:
-            self.current = cli.get_feature(ctrl, SELECT_CURRENT)
+            self.current = cli.get_feature(ctrl, FID_ARBITRATION, SELECT_CURRENT)
         except NvmeCommandError as e:
             self.problems.append(e.message)
         try:
@@ -615,11 +219,11 @@ class ControllerProbe:
             self.capabilities_reason = "Identify Controller failed: %s" % e.message
         if self.select_supported:
             try:
-                self.capabilities = cli.get_feature(ctrl, SELECT_SUPPORTED)
+                self.capabilities = cli.get_feature(ctrl, FID_ARBITRATION, SELECT_SUPPORTED)
             except NvmeCommandError as e:
                 self.capabilities_reason = e.message
             try:
-                self.saved = cli.get_feature(ctrl, SELECT_SAVED)
+                self.saved = cli.get_feature(ctrl, FID_ARBITRATION, SELECT_SAVED)
             except NvmeCommandError as e:
                 self.notes.append("saved value unreadable: %s" % e.message)
         elif self.select_supported is False:
@@ -691,8 +295,8 @@ class ArbitrationSetting(Setting):
         if self._first:  # the probe just read these; do not ask the controller twice
             self._first = False
             return {"current": self.probe.current, "saved": self.probe.saved if self.save else None}
-        saved = self.cli.get_feature(self.ctrl, SELECT_SAVED) if self.save else None
-        return {"current": self.cli.get_feature(self.ctrl, SELECT_CURRENT), "saved": saved}
+        saved = self.cli.get_feature(self.ctrl, FID_ARBITRATION, SELECT_SAVED) if self.save else None
+        return {"current": self.cli.get_feature(self.ctrl, FID_ARBITRATION, SELECT_CURRENT), "saved": saved}
 
     def differs(self, current):
         if current["current"] != self.desired["current"]:
@@ -701,7 +305,7 @@ class ArbitrationSetting(Setting):
 
     def write(self, fs, value, current):
         try:
-            self.cli.set_feature(self.ctrl, value["current"], self.save)
+            self.cli.set_feature(self.ctrl, FID_ARBITRATION, value["current"], self.save)
         except NvmeCommandError as e:
             if e.status is not None and e.status.refusal:
                 self.refusal = e
@@ -712,10 +316,10 @@ class ArbitrationSetting(Setting):
         # controller that refuses changes would fail again.
         now = self.read(fs)
         if self.save and previous.get("saved") is not None and now["saved"] != previous["saved"]:
-            self.cli.set_feature(self.ctrl, previous["saved"], True)
+            self.cli.set_feature(self.ctrl, FID_ARBITRATION, previous["saved"], True)
             now = self.read(fs)
         if now["current"] != previous["current"]:
-            self.cli.set_feature(self.ctrl, previous["current"], False)
+            self.cli.set_feature(self.ctrl, FID_ARBITRATION, previous["current"], False)
 
     def report(self, value):
         if value is None or value.get("current") is None:
@@ -777,7 +381,7 @@ class Request:
     def __init__(self, params, fs, runner):
         self.params = params
         self.fs = fs
-        self.cli = NvmeCli(runner)
+        self.cli = NvmeCli(runner, hints=STATUS_HINTS)
         self.warnings = []
         self.skipped = {}          # controller name -> reason
         self.no_save = set()       # controllers whose save was refused (warn: applied without save)
@@ -789,7 +393,7 @@ class Request:
         if problems:
             raise RequestError("Invalid request (nothing was changed): " + "; ".join(problems), problems)
         try:
-            self.controllers = ControllerResolver(fs).resolve_many(selectors)
+            self.controllers = ControllerResolver(fs, feature="Arbitration").resolve_many(selectors)
         except ControllerError as e:
             raise RequestError(e.message, [e.message], {"candidates": e.candidates})
         if self.cli.locate() is None:

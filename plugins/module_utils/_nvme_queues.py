@@ -21,9 +21,14 @@ at probe. This module therefore:
 * changes the running driver only behind an opt-in (``reset_controllers``) and only where the
   reset is proven safe from the map every controller holds now (:func:`runtime_problems`);
   otherwise it reports ``reboot_required`` and touches neither the parameters nor a controller;
-* reads back the hardware-queue map per controller and namespace: each hctx's ``cpu_list``
-  (sysfs), its type default/read/poll (debugfs ``hctxN/type``, or the driver's kernel-log line
-  when debugfs is not mounted; it is never mounted here), and ``queue/io_poll``.
+* reads back the hardware-queue map per controller and namespace through the NVMe layer
+  (:mod:`_nvme`): each hctx's ``cpu_list`` (sysfs), its type default/read/poll (debugfs
+  ``hctxN/type``, or the driver's kernel-log line when debugfs is not mounted; it is never
+  mounted here), and ``queue/io_poll``.
+
+A call runs :meth:`Request.validate`, :meth:`Request.plan`, :meth:`Request.apply` and
+:meth:`Request.report` (:func:`reconcile`); every invalid request, whether the input or the host
+shows it, is refused with :class:`RequestError` before anything is written.
 
 Kernel behaviour this relies on, observed in the lab (Debian 12 6.1.0-57, Debian 13 6.12, QEMU
 NVMe, 2 possible CPUs; see docs/nvme_queues.md for the commands and outputs):
@@ -60,15 +65,15 @@ import re
 import time
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_mounts
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import MODPROBE_CONF as CONF_PATH, ManagedFile, stamped
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, Reconciler, ReconcileError, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, Setting
 
 OWNER = "aiinfra.io_isolation.nvme_queues"
-PARAMETERS_DIR = "/sys/module/nvme/parameters"
-PARAMS = ("poll_queues", "write_queues", "io_queue_depth")
+PARAMETERS_DIR = nvme.DRIVER_PARAMETERS_DIR
+PARAMS = nvme.QUEUE_PARAMETERS
 # The driver's defaults (pci.c): what a boot without options gives.
 DEFAULTS = {"poll_queues": 0, "write_queues": 0, "io_queue_depth": 1024}
 DEPTH_MIN, DEPTH_MAX = 2, 4095
@@ -79,17 +84,18 @@ MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.
                  "/usr/lib/modprobe.d")
 NVME_KO = re.compile(r"(^|/)drivers/nvme/host/nvme\.ko(\.(xz|zst|gz))?$")
 INITRAMFS_PATHS = ("/boot/initrd.img-%s", "/boot/initramfs-%s.img")
-KLOG_LINE = re.compile(r"nvme (nvme\d+): (\d+)/(\d+)/(\d+) default/read/poll queues")
-CTRL_NAME = re.compile(r"^nvme\d+$")
-NS_NAME = re.compile(r"^nvme(\d+)(?:c\d+)?n(\d+)$")
-PATH_NS_NAME = re.compile(r"^nvme(\d+)c\d+n(\d+)$")
 RESET_TIMEOUT = 60.0
 NO_INITRAMFS = {"path": None, "tool": None, "contains_nvme": False, "includes_options": None, "mtime": None}
 STALL = "on 6.1 and 6.12 that left I/O from some CPUs waiting for the 30-second timeout on every request"
 
 
-class RequestError(ModuleError):
-    """A refusal of the nvme_queues request (msg, every problem in errors)."""
+class RequestError(ReconcileError):
+    """An invalid request, refused before any write: the input's own problems and those only the
+    host shows (a conflicting modprobe.d file or kernel argument, an unsafe runtime reset) alike."""
+
+    def __init__(self, errors):
+        super(RequestError, self).__init__("Invalid request (nothing was changed): " + "; ".join(errors),
+                                           errors=errors)
 
 
 # -- small parsers -------------------------------------------------------------------------------
@@ -148,16 +154,6 @@ def parse_cmdline(text, module="nvme"):
     return out
 
 
-def parse_klog(text):
-    """{controller: {default, read, poll}} from the driver's last 'X/Y/Z default/read/poll queues' line."""
-    out = {}
-    for line in (text or "").splitlines():
-        m = KLOG_LINE.search(line)
-        if m:
-            out[m.group(1)] = {"default": int(m.group(2)), "read": int(m.group(3)), "poll": int(m.group(4))}
-    return out
-
-
 def render_conf(options):
     """The owned modprobe.d file for ``{param: int}`` (only the managed parameters)."""
     body = ("# Queue split of the nvme (PCIe) driver; modprobe reads this when the module loads (boot).\n"
@@ -180,8 +176,7 @@ class NvmeHost:
         self._klog = None
         self._initramfs = None
         self.release = (fs.read("/proc/sys/kernel/osrelease") or os.uname()[2]).strip()
-        self.debugfs = next((mp for _d, mp, fstype, _o in parse_mounts(fs.read("/proc/mounts"))
-                             if fstype == "debugfs"), None)
+        self.debugfs = nvme.debugfs_mount(fs)
 
     # driver ---------------------------------------------------------------------------------
     def possible_cpus(self):
@@ -288,105 +283,31 @@ class NvmeHost:
     def klog(self):
         """The driver's queue-count lines from the kernel log (only read when debugfs cannot say)."""
         if self._klog is None:
-            self._klog = {}
-            if self.runner is None:
-                return self._klog
-            for argv in (["dmesg"], ["journalctl", "--dmesg", "--boot", "--output=cat", "--no-pager"]):
-                tool = self.runner.which(argv[0])
-                if not tool:
-                    continue
-                try:
-                    _rc, out, _err = self.runner.run([tool] + argv[1:])
-                except CommandError:
-                    continue
-                self._klog = parse_klog(out)
-                break
+            self._klog = nvme.read_klog(self.runner) if self.runner is not None else {}
         return self._klog
-
-    def _hctxs(self, ns):
-        out = []
-        mq = "/sys/block/%s/mq" % ns
-        for entry in sorted((e for e in self.fs.listdir(mq) if e.isdigit()), key=int):
-            d = "%s/%s/" % (mq, entry)
-            try:
-                cpus = codecs.CPU_LIST.parse(self.fs.read(d + "cpu_list") or "")
-            except codecs.CodecError:
-                cpus = None
-            qtype = None
-            if self.debugfs:
-                try:
-                    qtype = (self.fs.read("%s/block/%s/hctx%s/type" % (self.debugfs, ns, entry)) or "").strip() or None
-                except KernelFileError:
-                    qtype = None
-            out.append({"index": int(entry), "type": qtype, "cpu_list": cpus,
-                        "nr_tags": _int_or_none(self.fs.read(d + "nr_tags"))})
-        return out
 
     def controllers(self):
         """{controller: record} for every NVMe controller, with its namespaces' hctx maps."""
         out = {}
-        for ctrl in sorted(self.fs.listdir("/sys/class/nvme"), key=lambda n: int(n[4:]) if n[4:].isdigit() else -1):
-            if not CTRL_NAME.match(ctrl):
-                continue
-            base = "/sys/class/nvme/" + ctrl
-            attrs = self.fs.read_attrs(base, ("transport", "state", "serial", "model", "queue_count"))
-            namespaces = {}
-            for entry in self.fs.listdir(base):
-                if NS_NAME.match(entry) and self.fs.isdir("/sys/block/%s/mq" % entry):
-                    namespaces[entry] = self._namespace(entry)
-            out[ctrl] = {
-                "transport": attrs["transport"], "state": attrs["state"], "serial": attrs["serial"],
-                "model": attrs["model"], "queue_count": _int_or_none(attrs["queue_count"]),
-                "namespaces": namespaces,
+        for name, ctrl in nvme.scan_controllers(self.fs, self.warnings).items():
+            namespaces = dict((ns, self._namespace(ns)) for ns in ctrl.namespaces
+                              if self.fs.isdir("/sys/block/%s/mq" % ns))
+            out[name] = {
+                "transport": ctrl.transport, "state": ctrl.state, "serial": ctrl.serial, "model": ctrl.model,
+                "queue_count": ctrl.queue_count, "namespaces": namespaces,
+                "queues": nvme.queue_split(name, namespaces, self.debugfs, self.klog),
             }
-            out[ctrl]["queues"] = self._split(ctrl, namespaces)
         return out
 
     def _namespace(self, ns):
-        rec = {"hctxs": self._hctxs(ns), "io_poll": _int_or_none(self.fs.read("/sys/block/%s/queue/io_poll" % ns))}
-        m = PATH_NS_NAME.match(ns)
-        if m:
+        rec = {"hctxs": nvme.hctxs(self.fs, ns, self.debugfs, self.warnings),
+               "io_poll": _int_or_none(self.fs.read("/sys/block/%s/queue/io_poll" % ns))}
+        head = nvme.multipath_head(ns)
+        if head:
             # Native multipath: I/O goes through the head nvme<S>n<N>, a bio-based disk without mq/.
-            head = "nvme%sn%s" % m.groups()
             rec["multipath_head"] = {"name": head,
                                      "io_poll": _int_or_none(self.fs.read("/sys/block/%s/queue/io_poll" % head))}
         return rec
-
-    def _split(self, ctrl, namespaces):
-        """default/read/poll counts of the controller's tag set, and where they were read."""
-        hctxs = next((ns["hctxs"] for _n, ns in sorted(namespaces.items()) if ns["hctxs"]), [])
-        types = [h["type"] for h in hctxs]
-        nr_tags = hctxs[0]["nr_tags"] if hctxs else None
-        if hctxs and all(types):
-            return {"default": types.count("default"), "read": types.count("read"), "poll": types.count("poll"),
-                    "hctxs": len(hctxs), "nr_tags": nr_tags, "source": "debugfs"}
-        counts = self.klog().get(ctrl)
-        if counts is None:
-            why = "debugfs is not mounted" if not self.debugfs else "debugfs has no hctx types"
-            return {"default": None, "read": None, "poll": None, "hctxs": len(hctxs) or None, "nr_tags": nr_tags,
-                    "source": None, "note": "%s and the kernel log has no queue line for %s" % (why, ctrl)}
-        split = dict(counts, hctxs=len(hctxs) or None, nr_tags=nr_tags, source="kernel log")
-        io_poll = set(ns["io_poll"] for ns in namespaces.values())
-        if io_poll and io_poll != {1 if counts["poll"] else 0}:
-            # queue/io_poll reads 1 only when the tag set has a poll map with queues. A reset that
-            # added poll queues logs them although blk-mq never maps them (observed 6.1/6.12).
-            return dict(split, default=None, read=None, poll=None, source=None,
-                        note="the kernel log says %d/%d/%d default/read/poll but queue/io_poll reads %s: the "
-                             "blk-mq map does not have those queues (changed by a reset after probe?)"
-                             % (counts["default"], counts["read"], counts["poll"], sorted(io_poll)))
-        total = counts["default"] + counts["read"] + counts["poll"]
-        if hctxs and len(hctxs) == total:
-            # blk-mq numbers hctxs by map: default first, then read, then poll (queue_offset).
-            kinds = ["default"] * counts["default"] + ["read"] * counts["read"] + ["poll"] * counts["poll"]
-            for ns in namespaces.values():
-                for h, kind in zip(ns["hctxs"], kinds):
-                    h["type"] = kind
-                    h["type_source"] = "kernel log"
-        elif hctxs:
-            split["note"] = ("the kernel log says %d/%d/%d but the namespaces have %d hctxs: the map does not "
-                             "match the driver's counts (a reset after probe?)"
-                             % (counts["default"], counts["read"], counts["poll"], len(hctxs)))
-        return split
 
 
 def pcie(controllers):
@@ -537,12 +458,12 @@ class RuntimeQueues(Setting):
     def _reset(self, fs, name):
         # reset_controller returns once the reset work has run (nvme_reset_ctrl_sync); wait for
         # 'live' in case the controller was still settling.
-        fs.write("/sys/class/nvme/%s/reset_controller" % name, "1")
+        fs.write("%s/%s/reset_controller" % (nvme.SYS_CLASS_NVME, name), "1")
         self.reset_done.append(name)
         deadline = time.time() + self.timeout
-        while (fs.read("/sys/class/nvme/%s/state" % name) or "").strip() != "live":
+        while (fs.read("%s/%s/state" % (nvme.SYS_CLASS_NVME, name)) or "").strip() != "live":
             if time.time() > deadline:
-                raise KernelFileError("/sys/class/nvme/%s/state" % name, "live", errno.ETIMEDOUT,
+                raise KernelFileError("%s/%s/state" % (nvme.SYS_CLASS_NVME, name), "live", errno.ETIMEDOUT,
                                       action="wait %g s for" % self.timeout)
             time.sleep(0.2)
 
@@ -666,131 +587,171 @@ def head_notes(controllers):
     return out
 
 
+class Request:
+    """One nvme_queues call in four steps: :meth:`validate`, :meth:`plan`, :meth:`apply`, :meth:`report`."""
+
+    def __init__(self, params, fs, runner):
+        self.params = params
+        self.fs = fs
+        self.runner = runner
+        self.host = NvmeHost(fs, runner)
+        self.state = params.get("state") or "present"
+        self.asked = dict((p, int(params[p])) for p in PARAMS if params.get(p) is not None)
+
+    def validate(self):
+        """The input's own form, then what the host must have for it; raises :class:`RequestError`."""
+        errors = []
+        if self.state == "absent" and self.asked:
+            errors.append("state=absent removes the persisted options; do not give %s with it"
+                          % ", ".join(sorted(self.asked)))
+        if self.state == "present" and not self.asked:
+            errors.append("state=present needs at least one of %s" % ", ".join(PARAMS))
+        self.ncpus = self.host.possible_cpus()
+        errors.extend(validate_values(self.asked, self.ncpus))
+        self.driver = self.host.driver()
+        if self.driver["kind"] is None:
+            errors.append("this kernel (%s) has no nvme driver: %s" % (self.host.release, self.driver["detected_by"]))
+        if errors:
+            raise RequestError(errors)
+
+    def plan(self):
+        """What the next boot and the running driver get, as engine settings.
+
+        Raises :class:`RequestError` for a conflicting setting elsewhere or an unsafe runtime change,
+        before listing the initramfs (seconds) and before any write.
+        """
+        host, driver, state, asked = self.host, self.driver, self.state, self.asked
+        self.live = host.parameters()
+        self.cmdline = host.cmdline()
+        self.controllers = host.controllers()
+        files = host.modprobe_options()
+        held = dict(files).get(CONF_PATH, {})
+        self.conf_content = render_conf(asked) if state == "present" and driver["kind"] == "module" else None
+        planned = [f for f in files if f[0] != CONF_PATH]
+        if self.conf_content is not None:
+            planned.append((CONF_PATH, parse_modprobe_options(self.conf_content)))
+        self.next_boot, self.sources = boot_values(driver, planned, self.cmdline)
+        errors = conflicts(asked, files, self.cmdline) if driver["kind"] == "module" else []
+
+        # Parameters this call owns: the ones asked for, or (absent) the ones the owned file held.
+        targets = dict((p, self.next_boot[p]) for p in (asked if state == "present" else held) if p in PARAMS)
+        if driver["kind"] == "builtin":
+            targets = dict(asked) if state == "present" else {}
+        self.effective = dict(self.live)
+        self.effective.update(targets)
+        self.runtime = None
+        needs_runtime = driver["loaded"] and (
+            any(self.live[p] != v for p, v in targets.items())
+            or any(c["queues"].get("poll") != self.effective["poll_queues"] for c in pcie(self.controllers).values()))
+        if self.params.get("reset_controllers") and needs_runtime:
+            unsafe = runtime_problems(self.controllers, self.live, self.effective)
+            if unsafe:
+                errors.append("reset_controllers=true refused, nothing written and no controller reset: %s. Leave "
+                              "reset_controllers=false: the values are persisted and taken at the next boot "
+                              "(reboot_required)" % "; ".join(unsafe))
+            else:
+                self.runtime = RuntimeQueues(host, targets, self.controllers, self.effective["poll_queues"])
+        if errors:
+            raise RequestError(errors)
+
+        self.settings = [self.runtime] if self.runtime is not None else []
+        if driver["kind"] == "module" or state == "absent":
+            self.settings.append(ManagedFile(CONF_PATH, self.conf_content, adopt=self.params.get("adopt")))
+        self.initramfs = host.initramfs() if driver["kind"] == "module" else dict(NO_INITRAMFS)
+        self.rebuild = None
+        if self.initramfs["contains_nvme"] and self.params.get("update_initramfs"):
+            self.rebuild = InitramfsUpdate(host, self.conf_content, self.runner)
+            self.settings.append(self.rebuild)
+
+    def apply(self, check_mode):
+        """Run the engine, then read again what a change moved (parameters and map, initramfs)."""
+        result = Reconciler(self.fs, check_mode=check_mode).run(self.settings)
+        if result["changed"] and not check_mode:
+            if self.runtime is not None:
+                self.host.forget_klog()
+                self.live, self.controllers = self.host.parameters(), self.host.controllers()
+            if self.rebuild is not None:
+                self.initramfs = self.host.initramfs(refresh=True)
+        return result
+
+    def report(self, result, check_mode):
+        """The module result (with ``warnings``): the driver now and at the next boot, the map, what to do."""
+        driver, controllers, initramfs = self.driver, self.controllers, self.initramfs
+        want_poll = (self.asked.get("poll_queues", self.next_boot["poll_queues"]) if self.state == "present"
+                     else self.next_boot["poll_queues"])
+        map_ok = map_check(controllers, want_poll)
+        if initramfs["contains_nvme"]:
+            initramfs["up_to_date"] = (initramfs_up_to_date(self.fs, initramfs, self.conf_content)
+                                       if initramfs["includes_options"] is not None else None)
+        actions = self._actions(check_mode)
+        notes = []
+        if self.host.debugfs is None and pcie(controllers):
+            notes.append("debugfs is not mounted (this module does not mount it): the hctx types come from the "
+                         "driver's 'X/Y/Z default/read/poll queues' kernel-log line and the hctx order, see "
+                         "controllers.*.queues")
+        for c in controllers.values():
+            c["queues"].pop("nr_tags", None)
+        initramfs.pop("mtime", None)
+        return {
+            "changed": result["changed"],
+            "diff": result["diff"],
+            "parameters": self.live,
+            "next_boot": self.next_boot,
+            "next_boot_sources": self.sources,
+            "persisted": {"mechanism": "modprobe.d" if driver["kind"] == "module" else "kernel command line",
+                          "path": CONF_PATH if self.conf_content is not None else None,
+                          "options": dict(self.asked) if self.conf_content else {},
+                          "kernel_cmdline": self.cmdline},
+            "driver": dict(driver, loads_from=_loads_from(driver, initramfs)),
+            "initramfs": initramfs,
+            "possible_cpus": self.ncpus,
+            "reboot_required": self._reboot_required(check_mode),
+            "action_required": actions,
+            "controllers_reset": list(self.runtime.reset_done) if self.runtime is not None else [],
+            "controllers": controllers,
+            "poll_queues_expected": want_poll,
+            "queue_map_ok": map_ok,
+            "warnings": (self.host.warnings + notes + hazards(self.live, controllers) + head_notes(controllers)
+                         + actions),
+        }
+
+    def _actions(self, check_mode):
+        """What the operator must do before the next boot takes the values (boot loader, initramfs)."""
+        actions, initramfs = [], self.initramfs
+        if self.driver["kind"] == "builtin" and self.state == "present":
+            missing = ["nvme.%s=%d" % (p, v) for p, v in sorted(self.asked.items())
+                       if _int_or_none(self.cmdline.get(p)) != v]
+            if missing:
+                actions.append("nvme is built into kernel %s, so modprobe.d does not apply: put %s on the kernel "
+                               "command line (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub) and "
+                               "reboot" % (self.host.release, " ".join(missing)))
+        if initramfs["contains_nvme"]:
+            if not initramfs["up_to_date"] and (self.rebuild is None or check_mode):
+                actions.append("nvme.ko is in %s, so at boot modprobe reads the initramfs's copy of modprobe.d: "
+                               "rebuild it (update-initramfs -u -k %s, or update_initramfs=true) before rebooting"
+                               % (initramfs["path"], self.host.release))
+        elif initramfs["contains_nvme"] is None:
+            actions.append("could not inspect %s: if nvme.ko is in it, rebuild it before rebooting" % initramfs["path"])
+        return actions
+
+    def _reboot_required(self, check_mode):
+        """Does the running driver (or, in check mode after a planned reset, the predicted one) differ
+        from what the next boot gives?"""
+        running = dict(self.live)
+        polls = [c["queues"].get("poll") for c in pcie(self.controllers).values()]
+        if self.runtime is not None and check_mode:
+            running, polls = self.effective, [self.effective["poll_queues"]] * len(polls)
+        return bool(self.driver["loaded"]) and (
+            any(running[p] is not None and running[p] != self.next_boot[p] for p in PARAMS)
+            or any(poll != self.next_boot["poll_queues"] for poll in polls))
+
+
 def reconcile(params, fs, runner, check_mode=False):
-    """Plan, apply and verify one nvme_queues call; returns the module result (with ``warnings``)."""
-    host = NvmeHost(fs, runner)
-    state = params.get("state") or "present"
-    asked = dict((p, int(params[p])) for p in PARAMS if params.get(p) is not None)
-    errors = []
-    if state == "absent" and asked:
-        errors.append("state=absent removes the persisted options; do not give %s with it" % ", ".join(sorted(asked)))
-    if state == "present" and not asked:
-        errors.append("state=present needs at least one of %s" % ", ".join(PARAMS))
-    ncpus = host.possible_cpus()
-    errors.extend(validate_values(asked, ncpus))
-    driver = host.driver()
-    if driver["kind"] is None:
-        errors.append("this kernel (%s) has no nvme driver: %s" % (host.release, driver["detected_by"]))
-    if errors:
-        raise RequestError("Invalid request (nothing was changed): " + "; ".join(errors), errors)
-
-    live = host.parameters()
-    cmdline = host.cmdline()
-    controllers = host.controllers()
-    files = host.modprobe_options()
-    held = dict(files).get(CONF_PATH, {})
-    conf_content = render_conf(asked) if state == "present" and driver["kind"] == "module" else None
-    planned = [f for f in files if f[0] != CONF_PATH]
-    if conf_content is not None:
-        planned.append((CONF_PATH, parse_modprobe_options(conf_content)))
-    next_boot, sources = boot_values(driver, planned, cmdline)
-    if driver["kind"] == "module":
-        errors.extend(conflicts(asked, files, cmdline))
-
-    # Parameters this call owns: the ones asked for, or (absent) the ones the owned file held.
-    targets = dict((p, next_boot[p]) for p in (asked if state == "present" else held) if p in PARAMS)
-    if driver["kind"] == "builtin":
-        targets = dict(asked) if state == "present" else {}
-    effective = dict(live)
-    effective.update(targets)
-    runtime = None
-    needs_runtime = driver["loaded"] and (
-        any(live[p] != v for p, v in targets.items())
-        or any(c["queues"].get("poll") != effective["poll_queues"] for c in pcie(controllers).values()))
-    if params.get("reset_controllers") and needs_runtime:
-        unsafe = runtime_problems(controllers, live, effective)
-        if unsafe:
-            errors.append("reset_controllers=true refused, nothing written and no controller reset: %s. Leave "
-                          "reset_controllers=false: the values are persisted and taken at the next boot "
-                          "(reboot_required)" % "; ".join(unsafe))
-        else:
-            runtime = RuntimeQueues(host, targets, controllers, effective["poll_queues"])
-
-    if errors:
-        # Before listing the initramfs (seconds) and before any write.
-        raise ReconcileError("Invalid request (nothing was changed): " + "; ".join(errors), errors=errors)
-
-    settings = [runtime] if runtime is not None else []
-    if driver["kind"] == "module" or state == "absent":
-        settings.append(ManagedFile(CONF_PATH, conf_content, adopt=params.get("adopt")))
-    initramfs = host.initramfs() if driver["kind"] == "module" else dict(NO_INITRAMFS)
-    rebuild = None
-    if initramfs["contains_nvme"] and params.get("update_initramfs"):
-        rebuild = InitramfsUpdate(host, conf_content, runner)
-        settings.append(rebuild)
-
-    result = Reconciler(fs, check_mode=check_mode).run(settings)
-
-    if result["changed"] and not check_mode:
-        if runtime is not None:
-            host.forget_klog()
-            live, controllers = host.parameters(), host.controllers()
-        if rebuild is not None:
-            initramfs = host.initramfs(refresh=True)
-    want_poll = asked.get("poll_queues", next_boot["poll_queues"]) if state == "present" else next_boot["poll_queues"]
-    map_ok = map_check(controllers, want_poll)
-    actions = []
-    if driver["kind"] == "builtin" and state == "present":
-        missing = ["nvme.%s=%d" % (p, v) for p, v in sorted(asked.items()) if _int_or_none(cmdline.get(p)) != v]
-        if missing:
-            actions.append("nvme is built into kernel %s, so modprobe.d does not apply: put %s on the kernel command "
-                           "line (e.g. GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub) and reboot"
-                           % (host.release, " ".join(missing)))
-    if initramfs["contains_nvme"]:
-        initramfs["up_to_date"] = (initramfs_up_to_date(fs, initramfs, conf_content)
-                                   if initramfs["includes_options"] is not None else None)
-        if not initramfs["up_to_date"] and (rebuild is None or check_mode):
-            actions.append("nvme.ko is in %s, so at boot modprobe reads the initramfs's copy of modprobe.d: rebuild "
-                           "it (update-initramfs -u -k %s, or update_initramfs=true) before rebooting"
-                           % (initramfs["path"], host.release))
-    elif initramfs["contains_nvme"] is None:
-        actions.append("could not inspect %s: if nvme.ko is in it, rebuild it before rebooting" % initramfs["path"])
-    notes = []
-    if host.debugfs is None and pcie(controllers):
-        notes.append("debugfs is not mounted (this module does not mount it): the hctx types come from the driver's "
-                     "'X/Y/Z default/read/poll queues' kernel-log line and the hctx order, see controllers.*.queues")
-    running = dict(live)
-    polls = [c["queues"].get("poll") for c in pcie(controllers).values()]
-    if runtime is not None and check_mode:
-        # predicted: the runtime change would make the driver run ``effective``
-        running, polls = effective, [effective["poll_queues"]] * len(polls)
-    reboot_required = bool(driver["loaded"]) and (
-        any(running[p] is not None and running[p] != next_boot[p] for p in PARAMS)
-        or any(poll != next_boot["poll_queues"] for poll in polls))
-    for c in controllers.values():
-        c["queues"].pop("nr_tags", None)
-    initramfs.pop("mtime", None)
-    return {
-        "changed": result["changed"],
-        "diff": result["diff"],
-        "parameters": live,
-        "next_boot": next_boot,
-        "next_boot_sources": sources,
-        "persisted": {"mechanism": "modprobe.d" if driver["kind"] == "module" else "kernel command line",
-                      "path": CONF_PATH if conf_content is not None else None,
-                      "options": dict(asked) if conf_content else {},
-                      "kernel_cmdline": cmdline},
-        "driver": dict(driver, loads_from=_loads_from(driver, initramfs)),
-        "initramfs": initramfs,
-        "possible_cpus": ncpus,
-        "reboot_required": reboot_required,
-        "action_required": actions,
-        "controllers_reset": list(runtime.reset_done) if runtime is not None else [],
-        "controllers": controllers,
-        "poll_queues_expected": want_poll,
-        "queue_map_ok": map_ok,
-        "warnings": host.warnings + notes + hazards(live, controllers) + head_notes(controllers) + actions,
-    }
+    """One nvme_queues call: validate, plan, apply and report; returns the module result (with ``warnings``)."""
+    request = Request(params, fs, runner)
+    request.validate()
+    request.plan()
+    return request.report(request.apply(check_mode), check_mode)
 
 
 def _loads_from(driver, initramfs):

@@ -195,8 +195,8 @@ controllers:
   description:
     - Per NVMe controller - transport, state, serial, model, C(queue_count) (I/O queues + admin), the
       default/read/poll split with its source (C(debugfs) or C(kernel log)), and per namespace (C(nvmeXnY), or the
-      per-path C(nvmeXcYnZ) under native multipath, with its head's C(io_poll)) each hctx's index, type, cpu_list
-      and nr_tags, and C(queue/io_poll).
+      per-path C(nvmeXcYnZ) under native multipath, with its head's C(io_poll)) each hctx's index, type, cpu_list,
+      nr_tags and nr_reserved_tags (the same record as io_facts' C(hw_queues)), and C(queue/io_poll).
     - For PCIe controllers also C(poll_queues_expected), C(map_ok) and C(map_problems).
   returned: success
   type: dict
@@ -212,9 +212,9 @@ controllers:
         nvme0n1:
           io_poll: 1
           hctxs:
-            - {index: 0, type: default, cpu_list: [0], nr_tags: 1023}
-            - {index: 1, type: default, cpu_list: [1], nr_tags: 1023}
-            - {index: 2, type: poll, cpu_list: [0, 1], nr_tags: 1023}
+            - {index: 0, type: default, cpu_list: [0], nr_tags: 1023, nr_reserved_tags: 0}
+            - {index: 1, type: default, cpu_list: [1], nr_tags: 1023, nr_reserved_tags: 0}
+            - {index: 2, type: poll, cpu_list: [0, 1], nr_tags: 1023, nr_reserved_tags: 0}
       poll_queues_expected: 1
       map_ok: true
       map_problems: []

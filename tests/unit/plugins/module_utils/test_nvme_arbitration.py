@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_nvme_arbitration_apply as boot
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_arbitration as arb
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import NVME_ARBITRATION_HELPER
@@ -162,14 +163,14 @@ def test_good_weights_are_register_values():
 @pytest.mark.parametrize("selector", ["nvme0; reboot", "$(reboot)", "`id`", "nvme0|cat", "nvme0 && ls", "a>b",
                                       "/dev/nvme0\n", "'nvme0'", "nvme*", "/dev/../dev/nvme0", ""])
 def test_selectors_with_shell_metacharacters_are_refused(selector):
-    assert arb.check_selector(selector)
+    assert nvme.check_selector(selector)
 
 
 @pytest.mark.parametrize("selector", ["nvme0", "/dev/nvme0", "lab-nvme-a", "nvme0n1", "259:0",
                                       "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_lab-nvme-a", "eui.0011223344556677",
                                       "S6EWNS0W123456"])
 def test_ordinary_selectors_pass(selector):
-    assert arb.check_selector(selector) is None
+    assert nvme.check_selector(selector) is None
 
 
 # == nvme-cli outputs (recorded) =============================================================
@@ -183,18 +184,18 @@ def test_get_feature_lines_of_both_nvme_cli_versions_parse(guest, iomem):
     for r in rec["records"]:
         argv = r["argv"]
         if argv[1] == "get-feature" and argv[3] == "--feature-id=1" and len(argv) == 5 and r["rc"] == 0:
-            assert arb.parse_get_feature(r["stdout"]) == expect[argv[4]]
+            assert nvme.parse_get_feature(r["stdout"]) == expect[argv[4]]
             seen += 1
     assert seen >= 7
 
 
 def test_get_feature_parser_refuses_other_output():
     with pytest.raises(ValueError):
-        arb.parse_get_feature("")
+        nvme.parse_get_feature("")
     with pytest.raises(ValueError):
-        arb.parse_get_feature('{\n  "feature: 0x01":[\n')
+        nvme.parse_get_feature('{\n  "feature: 0x01":[\n')
     with pytest.raises(ValueError, match="not 0x01"):
-        arb.parse_get_feature("get-feature:0x04 (Temperature Threshold), Current value:0x00000157\n")
+        nvme.parse_get_feature("get-feature:0x04 (Temperature Threshold), Current value:0x00000157\n")
 
 
 def test_capabilities_line_with_and_without_0x_prefix():
@@ -202,8 +203,8 @@ def test_capabilities_line_with_and_without_0x_prefix():
     rec = nvme_sim.recording("debian12", True)
     temp = nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=4", "--sel=3"])[1]
     assert temp.splitlines()[1].strip() == "Feature is changeable"
-    assert arb.parse_get_feature(temp, fid=0x04) == ("Supported capabilities", 4)
-    assert arb.parse_get_feature("get-feature:0x01 (Arbitration), Supported capabilities value:00000000\n") == \
+    assert nvme.parse_get_feature(temp, fid=0x04) == ("Supported capabilities", 4)
+    assert nvme.parse_get_feature("get-feature:0x01 (Arbitration), Supported capabilities value:00000000\n") == \
         ("Supported capabilities", 0)
 
 
@@ -212,7 +213,7 @@ def test_capabilities_line_with_and_without_0x_prefix():
 def test_simulated_get_feature_output_parses_back(value, select):
     ctrl = SimController("nvme0", "x", current=value, default=value, saved=value, capabilities=value)
     _rc, out, _err = ctrl.get_feature(select)
-    assert arb.parse_get_feature(out) == (nvme_sim.SELECT_NAMES[select], value)
+    assert nvme.parse_get_feature(out) == (nvme_sim.SELECT_NAMES[select], value)
 
 
 @pytest.mark.parametrize("guest, iomem", BOOTS, ids=BOOT_IDS)
@@ -222,34 +223,34 @@ def test_set_feature_refusals_decode(guest, iomem):
              ("--value=0x00000007",): 0x410e, ("--value=0x00000007", "--save"): 0x410d}
     for tail, value in cases.items():
         rc, _out, err = nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0", "--feature-id=1"] + list(tail))
-        status = arb.parse_status(err)
+        status = nvme.parse_status(err)
         assert rc == 1 and status.value == value and status.sct == 1 and status.dnr and status.refusal
         assert status.not_saveable == (value == 0x410d)
-    status = arb.parse_status(nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0n1", "--feature-id=1",
+    status = nvme.parse_status(nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0n1", "--feature-id=1",
                                                   "--value=0x03020103"])[2])
     assert status.value == 0x410f and status.name == "Feature Not Namespace Specific" and not status.refusal
-    status = arb.parse_status(nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=0x7f",
+    status = nvme.parse_status(nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=0x7f",
                                                   "--sel=0"])[2])
     assert (status.sct, status.sc) == (0, 0x02) and status.refusal
     missing = nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme9", "--feature-id=1", "--sel=0"])[2]
-    assert arb.parse_status(missing) is None and missing.startswith("/dev/nvme9: No such file or directory")
+    assert nvme.parse_status(missing) is None and missing.startswith("/dev/nvme9: No such file or directory")
 
 
 def test_status_describe_names_code_meaning_and_fix():
-    status = arb.parse_status(nvme_sim.status_stderr(0x410e))
+    status = nvme.parse_status(nvme_sim.status_stderr(0x410e), arb.STATUS_HINTS)
     assert status.describe() == ("NVMe status 0x410e Feature Not Changeable (status code type 1, status code 0x0e, "
                                  "do not retry)")
     assert "when_unsupported: warn" in status.hint
-    assert "save: false" in arb.parse_status(nvme_sim.status_stderr(0x410d)).hint
-    assert arb.parse_status("NVMe status: Something New: text(0x4281)").name == "Something New"
+    assert "save: false" in nvme.parse_status(nvme_sim.status_stderr(0x410d), arb.STATUS_HINTS).hint
+    assert nvme.parse_status("NVMe status: Something New: text(0x4281)").name == "Something New"
 
 
 @pytest.mark.parametrize("guest, iomem", BOOTS, ids=BOOT_IDS)
 def test_show_regs_only_with_iomem_relaxed(guest, iomem):
     rec = nvme_sim.recording(guest, iomem)
     rc, out, err = nvme_sim.find(rec, ["nvme", "show-regs", "/dev/nvme0"])
-    cli = arb.NvmeCli(SimNvme.from_recording(guest, iomem), nvme=nvme_sim.NVME)
-    ctrl = arb.NvmeController(name="nvme0", dev_path="/dev/nvme0", transport="pcie")
+    cli = nvme.NvmeCli(SimNvme.from_recording(guest, iomem), nvme=nvme_sim.NVME)
+    ctrl = nvme.NvmeController(name="nvme0", dev_path="/dev/nvme0", transport="pcie")
     regs, problem = cli.show_regs(ctrl)
     if iomem:
         assert rc == 0 and problem is None
@@ -271,10 +272,10 @@ def test_show_regs_failure_is_decided_by_the_exit_code_not_the_text():
     plausible = (1, "cap     : 4018200f0107ff\nversion : 10400\ncc      : 0\ncsts    : 0\n",
                  "get-property: Invalid argument\n")
     sim = SimNvme([SimController("nvme0", "x", show_regs=plausible)])
-    regs, problem = arb.NvmeCli(sim, nvme=nvme_sim.NVME).show_regs(arb.NvmeController(name="nvme0", dev_path="/dev/nvme0"))
+    regs, problem = nvme.NvmeCli(sim, nvme=nvme_sim.NVME).show_regs(nvme.NvmeController(name="nvme0", dev_path="/dev/nvme0"))
     assert regs is None and "failed: get-property: Invalid argument" in problem
     zero = SimNvme([SimController("nvme0", "x", show_regs=(0, "cap     : 0\nversion : 0\ncc      : 0\n", ""))])
-    assert arb.NvmeCli(zero, nvme=nvme_sim.NVME).show_regs(arb.NvmeController(name="nvme0", dev_path="/dev/nvme0"))[0] \
+    assert nvme.NvmeCli(zero, nvme=nvme_sim.NVME).show_regs(nvme.NvmeController(name="nvme0", dev_path="/dev/nvme0"))[0] \
         is None, "an all-zero register file is not a controller"
 
 
@@ -299,7 +300,7 @@ def test_json_get_feature_exists_only_on_2_13():
     # and 2.13's JSON error for set-feature drops the status code the module needs
     set_json = ["nvme", "set-feature", "/dev/nvme0", "--feature-id=1", "--value=0x03020103", "-o", "json"]
     err = nvme_sim.find(nvme_sim.recording("debian13", True), set_json)
-    assert err[0] == 1 and "410e" not in err[1] and arb.parse_status(err[1] + err[2]) is None
+    assert err[0] == 1 and "410e" not in err[1] and nvme.parse_status(err[1] + err[2]) is None
 
 
 @pytest.mark.parametrize("guest, iomem", BOOTS, ids=BOOT_IDS)
@@ -310,10 +311,10 @@ def test_short_value_option_is_a_trap_on_nvme_cli_2_13(guest, iomem):
     held = nvme_sim.parse_value(nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=4", "--sel=0"])[1])
     value = "0x%08x" % held
     rc, out, _err = nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0", "-f", "4", "-v", value])
-    sent = arb.parse_set_feature(out)
+    sent = nvme.parse_set_feature(out)
     assert rc == 0 and sent == (0 if guest == "debian13" else held)
     rc, out, _err = nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0", "--feature-id=4", "--value=" + value])
-    assert rc == 0 and arb.parse_set_feature(out) == held
+    assert rc == 0 and nvme.parse_set_feature(out) == held
     assert out == "set-feature:0x04 (Temperature Threshold), value:%s, cdw12:00000000, save:0\n" % value
     # the simulator parses options like the recorded version did
     sim = SimNvme([SimController("nvme0", "x", capabilities=0x4)], version=rec["nvme_cli"].split()[2])
@@ -373,7 +374,7 @@ def test_synthetic_fixture_matches_the_simulator():
 ])
 def test_controller_selectors(tmp_path, selector, name, how):
     lab = Lab(tmp_path)
-    ctrl = arb.ControllerResolver(lab.fs).resolve(selector)
+    ctrl = nvme.ControllerResolver(lab.fs).resolve(selector)
     assert (ctrl.name, ctrl.matched_by, ctrl.dev_path) == (name, how, "/dev/" + name)
     assert ctrl.serial == {"nvme0": "lab-nvme-a", "nvme1": "lab-nvme-b"}[name]
     assert ctrl.model == "QEMU NVMe Ctrl" and ctrl.state == "live" and ctrl.namespaces == [name + "n1"]
@@ -389,8 +390,8 @@ def test_controller_selectors(tmp_path, selector, name, how):
 ])
 def test_bad_controller_selectors(tmp_path, selector, reason, words):
     lab = Lab(tmp_path)
-    with pytest.raises(arb.ControllerError) as e:
-        arb.ControllerResolver(lab.fs).resolve(selector)
+    with pytest.raises(nvme.ControllerError) as e:
+        nvme.ControllerResolver(lab.fs).resolve(selector)
     assert e.value.reason == reason
     for word in words:
         assert word in e.value.message
@@ -398,8 +399,8 @@ def test_bad_controller_selectors(tmp_path, selector, reason, words):
 
 def test_duplicates_and_several_failures_are_reported_together(tmp_path):
     lab = Lab(tmp_path)
-    with pytest.raises(arb.ControllerError) as e:
-        arb.ControllerResolver(lab.fs).resolve_many(["lab-nvme-a", "nvme0n1", "nvme9"])
+    with pytest.raises(nvme.ControllerError) as e:
+        nvme.ControllerResolver(lab.fs).resolve_many(["lab-nvme-a", "nvme0n1", "nvme9"])
     assert e.value.reason == "several"
     assert "'lab-nvme-a' and 'nvme0n1' both name controller nvme0" in e.value.message
     assert "No NVMe controller nvme9" in e.value.message
@@ -409,11 +410,11 @@ def test_multipath_namespace_and_shared_serial_are_ambiguous(tmp_path):
     h = FakeHost(tmp_path)
     h.add_nvme_multipath_head(subsys=0, ns=1, ctrls=(0, 1), serial="SN-MPATH-0001")
     fs = KernelFS(h.root)
-    resolver = arb.ControllerResolver(fs)
-    with pytest.raises(arb.ControllerError) as e:
+    resolver = nvme.ControllerResolver(fs)
+    with pytest.raises(nvme.ControllerError) as e:
         resolver.resolve("SN-MPATH-0001")
     assert e.value.reason == "ambiguous" and "list the controllers by name (nvme0, nvme1)" in e.value.message
-    with pytest.raises(arb.ControllerError) as e:
+    with pytest.raises(nvme.ControllerError) as e:
         resolver.resolve("nvme0n1")
     assert e.value.reason == "ambiguous" and "controllers nvme0, nvme1" in e.value.message
     assert [c.name for c in resolver.resolve_many(["nvme0", "nvme1"])] == ["nvme0", "nvme1"]
@@ -754,7 +755,7 @@ def test_bad_requests_fail_before_any_command(tmp_path, kw, words):
 
 
 def test_serial_unfit_for_a_udev_rule(tmp_path):
-    ctrl = arb.NvmeController(name="nvme0", serial='ab"c', model="X")
+    ctrl = nvme.NvmeController(name="nvme0", serial='ab"c', model="X")
     with pytest.raises(ValueError, match="persist: false"):
         arb.udev_rule(ctrl, 7)
 

@@ -17,6 +17,7 @@ import os
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues as nq
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError
@@ -96,7 +97,7 @@ def test_parse_klog_keeps_the_last_line_per_controller(entries):
     want = {}
     for ctrl, d, r, p in entries:
         want["nvme%d" % ctrl] = {"default": d, "read": r, "poll": p}
-    assert nq.parse_klog(text) == want
+    assert nvme.parse_klog(text) == want
 
 
 @pytest.mark.parametrize("text, count", [("0-1", 2), ("0", 1), ("0-3,8", 5), ("0-3,8-9\n", 6), ("", 0),
@@ -142,6 +143,23 @@ def test_bad_input_fails_before_any_write(lab, params, needle):
         lab.run(**params)
     assert needle in exc.value.msg and "nothing was changed" in exc.value.msg
     assert lab.sim.writes == [] and lab.etc_files() == [] and lab.runner.calls == []
+
+
+def test_an_invalid_request_is_one_error_type_whoever_shows_it(tmp_path):
+    """The input (validate), a conflicting file or an unsafe reset (plan): one class, one message form."""
+    lab = Lab(tmp_path)
+    with pytest.raises(nq.RequestError) as bad_input:
+        lab.run(poll_queues=3)
+    lab.h.write("/etc/modprobe.d/zz-nvme.conf", "options nvme poll_queues=2\n")
+    with pytest.raises(nq.RequestError) as conflict:
+        lab.run(poll_queues=1)
+    lab.h.remove("/etc/modprobe.d/zz-nvme.conf")
+    with pytest.raises(nq.RequestError) as unsafe:
+        lab.run(poll_queues=1, reset_controllers=True)
+    for e in (bad_input.value, conflict.value, unsafe.value):
+        assert isinstance(e, ReconcileError) and len(e.errors) == 1
+        assert e.msg == "Invalid request (nothing was changed): " + e.errors[0]
+    assert lab.sim.writes == [] and lab.etc_files() == []
 
 
 # --------------------------------------------------------------------------------------------
