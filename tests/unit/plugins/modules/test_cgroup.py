@@ -662,6 +662,54 @@ def test_cgroupfs_refuses_the_unit_itself_by_unit_name(ro_lab):
     ro_lab.assert_nothing_changed()
 
 
+# The real reason first: the name's own form, then the host (who owns the group), then what the
+# kernel has, then the values (issue 21).
+PWNED = "inference.slice; touch /etc/pwned"
+NOT_BELOW = "Invalid request (nothing was changed): %s/%s is not below a systemd service or scope, so systemd owns it"
+
+
+@pytest.mark.parametrize("manager", ["auto", "cgroupfs"])
+def test_a_unit_like_name_with_shell_metacharacters_is_refused_as_a_group_systemd_owns(ro_lab, manager):
+    # The '/' makes it a path (a unit name has none): raw cgroupfs, which a systemd host allows only below a
+    # Delegate=yes service or scope. That is the reason, not the name's characters, nor what else the request
+    # asks (a kernel file this kernel lacks, a value that is no policy).
+    result = ro_lab.run(name=PWNED, manager=manager, io={"latency": {"lab-nvme-a": 5000}, "prio_class": 3})
+    assert result["failed"] and result["msg"].startswith(NOT_BELOW % (CG, PWNED)), result["msg"]
+    assert result["errors"] == [result["msg"][len("Invalid request (nothing was changed): "):]]
+    for other in ("unit name", "characters", "io.latency", "is not a policy"):
+        assert other not in result["msg"]
+    ro_lab.assert_nothing_changed()
+    assert ro_lab.config_files() == [] and ro_lab.systemd.calls == [["systemctl", "--version"]]
+    assert not os.path.exists(ro_lab.host.path("/etc/pwned")) and not os.path.exists(ro_lab.host.path(CG + "/" + PWNED))
+
+
+def test_a_path_through_a_directory_named_like_a_unit_is_not_below_a_unit(ro_lab):
+    # 'x;reboot.service' is no name systemd gives a unit: a plain directory, not a unit to ask about delegation.
+    name = "system.slice/x;reboot.service/workloads"
+    result = ro_lab.run(name=name, io={"weight": 300})
+    assert result["failed"] and result["msg"].startswith(NOT_BELOW % (CG, name)), result["msg"]
+    assert "unit name" not in result["msg"]
+    ro_lab.assert_nothing_changed()
+    assert ro_lab.systemd.calls == [["systemctl", "--version"]]
+
+
+@pytest.mark.parametrize("manager, name", [("cgroupfs", WORKLOAD), ("systemd", "inference.slice")])
+def test_prio_class_3_on_a_kernel_without_io_prio_class_is_refused_for_the_missing_file(make_lab, manager, name):
+    lab = make_lab(version=257, io_prio=False)
+    missing = ("io.prio_class needs the kernel file io.prio.class, which this kernel (%s) does not have: the kernel is "
+               "built without CONFIG_BLK_CGROUP_IOPRIO" % os.uname()[2])
+    result = lab.run(name=name, manager=manager, io={"weight": 300, "prio_class": 3})
+    assert result["failed"] and missing in result["msg"], result["msg"]
+    assert result["errors"][0].startswith(missing) and "is not a policy" not in result["msg"]
+    lab.assert_nothing_changed()
+    assert lab.config_files() == []
+    warned = lab.run(name=name, manager=manager, when_unsupported="warn", io={"weight": 300, "prio_class": 3})
+    assert not warned.get("failed"), warned["msg"]
+    assert len(lab.warnings) == 1 and lab.warnings[0].startswith(missing), lab.warnings
+    assert "io.prio.class" not in warned["kernel"]
+    assert not [w for w in lab.kernel.writes if w[0].endswith("/io.prio.class")]
+
+
 def test_cgroupfs_ebusy_rule_on_an_intermediate_group(lab257):
     lab257.kernel.add_group("system.slice/runtime.service/workloads", procs="31337")
     result = lab257.run(name=WORKLOAD, io={"weight": 300})
