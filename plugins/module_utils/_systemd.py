@@ -506,7 +506,7 @@ class _Builder:
                                    "period or give a quota" % (knob.file, CPU_PERIOD_DEFAULT))
                 return
             self.add(quota_directive, "")   # empty assignment: no quota
-            self.plan.expected[knob.file] = {"quota": MAX, "period": CPU_PERIOD_DEFAULT}
+            self.plan.expected[knob.file] = dict(knob.neutral)
             self.plan.show["CPUQuotaPerSecUSec"] = MAX
             return
         try:
