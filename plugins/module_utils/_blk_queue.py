@@ -52,60 +52,21 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile im
 NVME_QUEUES = "aiinfra.io_isolation.nvme_queues"
 IOCOST_QOS = "/sys/fs/cgroup/io.cost.qos"
 
-BLKDEV_MIN_RQ = 4          # block/blk-sysfs.c: smaller nr_requests are raised to this
 MAX_SCHED_RQ = 2048        # block/blk-mq-tag.c: upper bound with an I/O scheduler (16 x 128)
 WBT_DEFAULT_USEC = {False: 2000, True: 75000}   # wbt_default_latency_nsec(): by rotational
-
-# Kernel order: what a later write depends on comes first (scheduler resets nr_requests and, with
-# bfq, switches wbt off); the rest are independent. The udev rule lists them in the same order.
-ATTRIBUTES = ("scheduler", "nr_requests", "wbt_lat_usec", "max_sectors_kb", "read_ahead_kb",
-              "rq_affinity", "nomerges", "iostats", "add_random")
-ORDER = dict((name, 10 * (i + 1)) for i, name in enumerate(ATTRIBUTES))
-# Only request-based (blk-mq) queues have these.
-MQ_ONLY = ("scheduler", "nr_requests", "wbt_lat_usec", "rq_affinity")
-
-# Options accepted only to refuse them with the right pointer (an unknown-option error would
-# not say where the setting really lives).
-REFUSED = {
-    "io_poll": ("queue/io_poll is not a setting: it shows 1 when the disk has poll queues, and since 5.16 the "
-                "kernel refuses writes (EINVAL; observed on 6.1 and 6.12) or ignores them. Poll queues come from "
-                "the nvme driver's poll_queues parameter, applied when the controller sets up its queues: use "
-                "%s" % NVME_QUEUES),
-    "io_poll_delay": ("queue/io_poll_delay does nothing: hybrid polling was removed in 6.4 and the kernel ignores "
-                      "the value (6.1 stores and shows it, 6.12 always shows -1). For polled I/O set up poll "
-                      "queues with %s" % NVME_QUEUES),
-    "cpu_list": ("mq/*/cpu_list is read-only (mode 0444, EACCES on write): the CPU-to-hardware-queue map comes "
-                 "from the driver's interrupt affinity. Change the queue split (default/read/poll queues) with "
-                 "%s and read the resulting map from its result or io_facts" % NVME_QUEUES),
-}
-
-_SELECTOR_SPEC = {"type": "str"}
-_ATTRIBUTE_SPECS = {
-    "scheduler": {"type": "str"},
-    "nr_requests": {"type": "int"},
-    "read_ahead_kb": {"type": "int"},
-    "rq_affinity": {"type": "int", "choices": [0, 1, 2]},
-    "nomerges": {"type": "int", "choices": [0, 1, 2]},
-    "wbt_lat_usec": {"type": "int"},
-    "max_sectors_kb": {"type": "int"},
-    "iostats": {"type": "bool"},
-    "add_random": {"type": "bool"},
-}
-_REFUSED_SPECS = dict((name, {"type": "raw"}) for name in REFUSED)
 
 
 def argument_spec(persist_spec):
     """The module's spec: ``device`` + attributes, or ``devices`` entries (top-level attributes as defaults)."""
+    options = dict((a.name, a.option()) for a in CATALOGUE)
     entry = {"device": {"type": "str", "required": True}}
-    entry.update(_ATTRIBUTE_SPECS)
-    entry.update(_REFUSED_SPECS)
+    entry.update(options)
     spec = {
-        "device": dict(_SELECTOR_SPEC),
+        "device": {"type": "str"},
         "devices": {"type": "list", "elements": "dict", "options": entry},
         "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     }
-    spec.update(_ATTRIBUTE_SPECS)
-    spec.update(_REFUSED_SPECS)
+    spec.update(options)
     for name, option in persist_spec.items():
         spec[name] = dict(option)
     return spec
@@ -122,9 +83,9 @@ def requests(params):
     """
     problems = []
     defaults = dict((a, params.get(a)) for a in ATTRIBUTES if params.get(a) is not None)
-    for name in REFUSED:
-        if params.get(name) is not None:
-            problems.append("%s: %s" % (name, REFUSED[name]))
+    for refused in REFUSED:
+        if params.get(refused.name) is not None:
+            problems.append("%s: %s" % (refused.name, refused.refused))
     if params.get("device") is not None:
         entries = [{"device": params["device"]}]
     else:
@@ -136,9 +97,9 @@ def requests(params):
     for index, entry in enumerate(entries):
         selector = entry.get("device")
         where = "devices[%d] (%s)" % (index, selector) if params.get("device") is None else str(selector)
-        for name in REFUSED:
-            if entry.get(name) is not None:
-                problems.append("%s: %s: %s" % (where, name, REFUSED[name]))
+        for refused in REFUSED:
+            if entry.get(refused.name) is not None:
+                problems.append("%s: %s: %s" % (where, refused.name, refused.refused))
                 refused_anywhere = True
         attrs = dict(defaults)
         attrs.update((a, entry[a]) for a in ATTRIBUTES if entry.get(a) is not None)
@@ -356,12 +317,17 @@ def _int_input(value, what, minimum=None, maximum=None):
 
 
 class QueueSetting(Setting):
-    """One ``queue/<attr>`` file of one disk. ``desired`` is what the kernel will print."""
+    """One ``queue/<attr>`` file of one disk. ``desired`` is what the kernel will print.
 
-    attr = None
+    The value's range, floor and default are the file's codec's; a subclass adds the kernel's
+    rules that depend on the disk (limits read from sysfs, what a scheduler switch resets).
+    """
 
-    def __init__(self, ctx, raw):
+    def __init__(self, ctx, attribute, raw):
         self.ctx = ctx
+        self.attribute = attribute
+        self.attr = attribute.name
+        self.codec = attribute.codec
         self.raw = raw
         self.problems = []
         self.notes = []          # input the kernel will normalise (reported as warnings)
@@ -371,18 +337,22 @@ class QueueSetting(Setting):
             desired = self.normalize(raw)
         except ValueError as e:
             self.problems.append("%s: %s" % (ctx.name, e))
-        super(QueueSetting, self).__init__(ctx.path(self.attr), desired, ORDER[self.attr])
+        super(QueueSetting, self).__init__(ctx.path(self.attr), desired, attribute.order)
         ctx.settings[self.attr] = self
 
     # -- input -------------------------------------------------------------------------
+    def number(self, raw):
+        """The input as an integer within the codec's range; ValueError naming the attribute."""
+        return _int_input(raw, self.attr, minimum=self.codec.minimum, maximum=self.codec.maximum)
+
     def normalize(self, raw):
-        return _int_input(raw, self.attr)
+        return self.codec.normalize(self.number(raw))
 
     def format(self, value):
         return str(int(value))
 
     def parse(self, text):
-        return int(text.strip())
+        return self.codec.parse(text)
 
     def check(self, current):
         """Problems of the desired value against this disk (limits read from sysfs)."""
@@ -405,7 +375,7 @@ class QueueSetting(Setting):
 
     def validate(self, current):
         problems = list(self.problems)
-        if self.attr in MQ_ONLY and not self.ctx.record.has_mq:
+        if self.attribute.mq_only and not self.ctx.record.has_mq:
             return problems + ["%s: %s" % (self.attr, self.ctx.not_mq_message([self.attr]))]
         if isinstance(current, _Missing):
             if current.err is None:
@@ -425,6 +395,9 @@ class QueueSetting(Setting):
         if previous is not None and not isinstance(previous, _Missing):
             fs.write(self.key, self.format(previous))
 
+    def report(self, value):
+        return self.attribute.report(value)
+
     def rule_value(self):
         return self.format(self.desired)
 
@@ -432,21 +405,16 @@ class QueueSetting(Setting):
 class SchedulerSetting(QueueSetting):
     """queue/scheduler: the name in brackets; a switch resets nr_requests (restore puts it back)."""
 
-    attr = "scheduler"
-
-    def __init__(self, ctx, raw, loadable=()):
+    def __init__(self, ctx, attribute, raw, loadable=()):
         self.loadable = list(loadable)
         self.nr_before = None
-        super(SchedulerSetting, self).__init__(ctx, raw)
+        super(SchedulerSetting, self).__init__(ctx, attribute, raw)
 
     def normalize(self, raw):
         if not isinstance(raw, str) or not re.match(r"^[A-Za-z0-9_.-]+$", raw.strip()):
             raise ValueError("scheduler: %r is not a scheduler name (none, mq-deadline, kyber, bfq, ...)" % (raw,))
         name = raw.strip()
-        return codecs.SCHEDULER.aliases.get(name, name)
-
-    def parse(self, text):
-        return codecs.SCHEDULER.parse(text)
+        return self.codec.aliases.get(name, name)
 
     def format(self, value):
         return value["current"] if isinstance(value, dict) else value
@@ -487,9 +455,6 @@ class SchedulerSetting(QueueSetting):
         if self.nr_before is not None and (fs.read(nr_path) or "").strip() != str(self.nr_before):
             fs.write(nr_path, str(self.nr_before))
 
-    def report(self, value):
-        return value.get("current") if isinstance(value, dict) else value
-
     def rule_value(self):
         return self.desired
 
@@ -497,21 +462,19 @@ class SchedulerSetting(QueueSetting):
 class NrRequestsSetting(QueueSetting):
     """queue/nr_requests: compared after the scheduler; rewritten whenever the scheduler changes."""
 
-    attr = "nr_requests"
-
     def normalize(self, raw):
-        value = _int_input(raw, self.attr, minimum=0)
-        if value < BLKDEV_MIN_RQ:
+        value = self.number(raw)
+        stored = self.codec.normalize(value)
+        if stored != value:
             self.notes.append("%s: nr_requests %d is below the kernel's minimum (BLKDEV_MIN_RQ): the kernel stores "
-                              "%d, so %d is written and compared" % (self.ctx.name, value, BLKDEV_MIN_RQ, BLKDEV_MIN_RQ))
-            value = BLKDEV_MIN_RQ
-        return value
+                              "%d, so %d is written and compared" % (self.ctx.name, value, stored, stored))
+        return stored
 
     def limits(self):
         """(lowest, highest, why) for the scheduler the disk will run when nr_requests is written."""
         scheduler = self.ctx.effective_scheduler()
         nr_tags, reserved = self.ctx.tag_depths()
-        lowest = max(BLKDEV_MIN_RQ, reserved + 1)
+        lowest = max(self.codec.floor, reserved + 1)
         if scheduler in (None, "none"):
             return lowest, nr_tags, ("with scheduler none the limit is the hardware tag depth (%s/mq/*/nr_tags = %s)"
                                      % (self.ctx.base, nr_tags))
@@ -546,14 +509,8 @@ class NrRequestsSetting(QueueSetting):
 class WbtSetting(QueueSetting):
     """queue/wbt_lat_usec: -1 = the kernel default; wbt switched off by bfq/iocost is not fought."""
 
-    attr = "wbt_lat_usec"
-
-    def normalize(self, raw):
-        value = _int_input(raw, self.attr, minimum=-1)
-        return None if value == -1 else value
-
     def format(self, value):
-        return "-1" if value is None else str(int(value))
+        return self.codec.format(value)[0] if value is None else str(int(value))
 
     def satisfied(self, current):
         default = self.ctx.wbt_default()
@@ -574,16 +531,9 @@ class WbtSetting(QueueSetting):
         return not self.written and self.ctx.scheduler_changes() and "bfq" in (
             self.ctx.current_scheduler()["current"], self.ctx.effective_scheduler())
 
-    def report(self, value):
-        return -1 if value is None else value
 
 
 class MaxSectorsSetting(QueueSetting):
-    attr = "max_sectors_kb"
-
-    def normalize(self, raw):
-        return _int_input(raw, self.attr, minimum=1)
-
     def check(self, current):
         problems = []
         hw = self.ctx.max_hw_sectors_kb()
@@ -601,10 +551,8 @@ class MaxSectorsSetting(QueueSetting):
 
 
 class ReadAheadSetting(QueueSetting):
-    attr = "read_ahead_kb"
-
     def normalize(self, raw):
-        value = _int_input(raw, self.attr, minimum=0, maximum=codecs.U32_MAX)
+        value = self.number(raw)
         page_kb = self.ctx.page_kb
         if value % page_kb:
             floored = value - value % page_kb
@@ -617,39 +565,101 @@ class ReadAheadSetting(QueueSetting):
 class ChoiceSetting(QueueSetting):
     """rq_affinity / nomerges (0, 1, 2) and iostats / add_random (booleans, written 0/1)."""
 
-    def __init__(self, ctx, raw, attr, choices):
-        self.attr = attr
-        self.choices = choices
-        super(ChoiceSetting, self).__init__(ctx, raw)
-
     def normalize(self, raw):
         if isinstance(raw, bool):
             raw = int(raw)
         value = _int_input(raw, self.attr)
-        if value not in self.choices:
+        if value not in self.attribute.choices:
             # The kernel does not refuse other numbers, it maps them (rq_affinity 3 is ignored,
             # nomerges 3 reads 1, iostats 2 reads 1): refuse them instead.
-            raise ValueError("%s: %d is not one of %s" % (self.attr, value, ", ".join(str(c) for c in self.choices)))
+            raise ValueError("%s: %d is not one of %s"
+                             % (self.attr, value, ", ".join(str(c) for c in self.attribute.choices)))
         return value
 
+
+class QueueAttribute:
+    """One option of the module: a ``queue/<name>`` file it sets, or a name it takes only to refuse it.
+
+    ``setting``: the QueueSetting class that knows the kernel's rules for the file; its codec (range,
+    floor, default, booleans) is the file's in ``_codecs.QUEUE_ATTRIBUTES``. ``mq_only``: only
+    request-based (blk-mq) queues have the file. ``refused``: why the option is no setting and where
+    it really lives (an unknown-option error would not say). ``order``: the kernel write order.
+    """
+
+    def __init__(self, name, setting=None, mq_only=False, refused=None):
+        self.name = name
+        self.setting = setting
+        self.mq_only = mq_only
+        self.refused = refused
+        self.codec = codecs.QUEUE_ATTRIBUTES[name] if setting else None
+        self.order = None
+        # Settings that take a few values, none of which the kernel refuses (it maps the others).
+        self.choices = tuple(range(self.codec.minimum, self.codec.maximum + 1)) if setting is ChoiceSetting else None
+
+    def option(self):
+        """The argument spec of the option (the codec says whether it is a name, a number or a boolean)."""
+        if self.refused:
+            return {"type": "raw"}
+        if isinstance(self.codec, codecs.Scheduler):
+            return {"type": "str"}
+        if self.codec.boolean:
+            return {"type": "bool"}
+        return {"type": "int", "choices": list(self.choices)} if self.choices else {"type": "int"}
+
     def report(self, value):
-        return bool(value) if self.choices == (0, 1) and isinstance(value, int) else value
+        """A value as the module shows it: the scheduler by name, booleans as booleans, -1 for wbt's default."""
+        if isinstance(value, dict):
+            return value.get("current")
+        if value is None:
+            return getattr(self.codec, "any_value", None)
+        return bool(value) if getattr(self.codec, "boolean", False) and isinstance(value, int) else value
+
+
+def _in_write_order(*attributes):
+    """The attributes, each settable one numbered for the engine in the order given (10, 20, ...)."""
+    for index, attribute in enumerate(a for a in attributes if a.setting):
+        attribute.order = 10 * (index + 1)
+    return attributes
+
+
+# The catalogue blk_queue walks (argument spec, input, settings, udev rule, result). It lives here,
+# with the QueueSetting classes that carry each attribute's kernel rules; the codecs stay in
+# _codecs.QUEUE_ATTRIBUTES, where io_facts reads every queue file, settable or not.
+# Kernel order: what a later write depends on comes first (scheduler resets nr_requests and, with
+# bfq, switches wbt off); the rest are independent. The udev rule lists them in the same order.
+CATALOGUE = _in_write_order(
+    QueueAttribute("scheduler", SchedulerSetting, mq_only=True),
+    QueueAttribute("nr_requests", NrRequestsSetting, mq_only=True),
+    QueueAttribute("wbt_lat_usec", WbtSetting, mq_only=True),
+    QueueAttribute("max_sectors_kb", MaxSectorsSetting),
+    QueueAttribute("read_ahead_kb", ReadAheadSetting),
+    QueueAttribute("rq_affinity", ChoiceSetting, mq_only=True),
+    QueueAttribute("nomerges", ChoiceSetting),
+    QueueAttribute("iostats", ChoiceSetting),
+    QueueAttribute("add_random", ChoiceSetting),
+    QueueAttribute("io_poll", refused=(
+        "queue/io_poll is not a setting: it shows 1 when the disk has poll queues, and since 5.16 the kernel refuses "
+        "writes (EINVAL; observed on 6.1 and 6.12) or ignores them. Poll queues come from the nvme driver's "
+        "poll_queues parameter, applied when the controller sets up its queues: use %s" % NVME_QUEUES)),
+    QueueAttribute("io_poll_delay", refused=(
+        "queue/io_poll_delay does nothing: hybrid polling was removed in 6.4 and the kernel ignores the value (6.1 "
+        "stores and shows it, 6.12 always shows -1). For polled I/O set up poll queues with %s" % NVME_QUEUES)),
+    QueueAttribute("cpu_list", refused=(
+        "mq/*/cpu_list is read-only (mode 0444, EACCES on write): the CPU-to-hardware-queue map comes from the "
+        "driver's interrupt affinity. Change the queue split (default/read/poll queues) with %s and read the "
+        "resulting map from its result or io_facts" % NVME_QUEUES)),
+)
+SETTABLE = dict((a.name, a) for a in CATALOGUE if a.setting)
+ATTRIBUTES = tuple(a.name for a in CATALOGUE if a.setting)
+REFUSED = tuple(a for a in CATALOGUE if a.refused)
 
 
 def make_setting(ctx, attr, raw, loadable=()):
-    if attr == "scheduler":
-        return SchedulerSetting(ctx, raw, loadable)
-    if attr == "nr_requests":
-        return NrRequestsSetting(ctx, raw)
-    if attr == "wbt_lat_usec":
-        return WbtSetting(ctx, raw)
-    if attr == "max_sectors_kb":
-        return MaxSectorsSetting(ctx, raw)
-    if attr == "read_ahead_kb":
-        return ReadAheadSetting(ctx, raw)
-    if attr in ("rq_affinity", "nomerges"):
-        return ChoiceSetting(ctx, raw, attr, (0, 1, 2))
-    return ChoiceSetting(ctx, raw, attr, (0, 1))
+    """The QueueSetting of attribute ``attr`` for one disk; ``loadable``: scheduler modules the kernel can load."""
+    attribute = SETTABLE[attr]
+    if attribute.setting is SchedulerSetting:
+        return SchedulerSetting(ctx, attribute, raw, loadable)
+    return attribute.setting(ctx, attribute, raw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -720,19 +730,11 @@ def held(ctx):
             text = None
         if text is None:
             out[attr] = None
-        elif attr == "scheduler":
-            try:
-                out[attr] = codecs.SCHEDULER.parse(text)["current"]
-            except codecs.CodecError:
-                out[attr] = text.strip()
-        else:
-            try:
-                out[attr] = int(text.strip())
-            except ValueError:
-                out[attr] = text.strip()
-    for attr in ("iostats", "add_random"):
-        if isinstance(out.get(attr), int):
-            out[attr] = bool(out[attr])
+            continue
+        try:
+            out[attr] = SETTABLE[attr].report(SETTABLE[attr].codec.parse(text))
+        except codecs.CodecError:
+            out[attr] = text.strip()
     return out
 
 

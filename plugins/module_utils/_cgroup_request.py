@@ -9,10 +9,13 @@ PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
 
 :func:`reconcile` is the whole cgroup module behind its argument spec:
 
-1. the name (unit or path) and the manager (``auto``: systemd for a unit on a systemd host);
-2. feature detection (io.latency, io.prio.class, io.low, io.weight exist only with their kernel
-   options) and what the manager can carry (systemd has no directive for io.prio.class, io.low,
-   memory.oom.group); ``when_unsupported: warn`` skips such keys with a warning;
+1. the name's own form (unit or path), then the manager (``auto``: systemd for a unit on a
+   systemd host) and the host: cgroup v2, and for cgroupfs on a systemd host a group below a
+   ``Delegate=yes`` service or scope;
+2. the knobs of ``_cgroup_knobs`` the request gives: feature detection (io.latency,
+   io.prio.class, io.low, io.weight exist only with their kernel options) and what the manager
+   can carry (systemd has no directive for io.prio.class, io.low, memory.oom.group);
+   ``when_unsupported: warn`` skips such keys with a warning;
 3. devices through the shared resolver; per-device io.weight needs iocost initialised on the
    disk, and a weight on a group whose disks all run without iocost does nothing (warning);
 4. the settings: for systemd one :class:`_systemd.UnitState` (drop-in + live apply + verify),
@@ -24,6 +27,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import detect
@@ -36,25 +42,6 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist impo
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, RequestError
 
 IOCOST_MODULE = "aiinfra.io_isolation.iocost"
-DEVICE_KEYS = ("weights", "max", "latency", "low")
-# Feature-gated io keys: (kernel file, why a kernel lacks it)
-GATED = (
-    ("latency", "io.latency", "the kernel is built without CONFIG_BLK_CGROUP_IOLATENCY (Debian's kernels leave it off)"),
-    ("prio_class", "io.prio.class", "the kernel is built without CONFIG_BLK_CGROUP_IOPRIO (Debian's kernels leave it "
-                                    "off; it needs 5.14+)"),
-    ("low", "io.low", "the kernel has no CONFIG_BLK_DEV_THROTTLING_LOW (an experimental option Debian never built, "
-                      "removed from Linux in 6.10); protect the group with io weights and iocost QoS instead"),
-    ("weight", "io.weight", "the kernel is built without CONFIG_BLK_CGROUP_IOCOST"),
-    ("weights", "io.weight", "the kernel is built without CONFIG_BLK_CGROUP_IOCOST"),
-)
-MEMORY_FILES = (("min", "memory.min", 20), ("low", "memory.low", 20), ("high", "memory.high", 21),
-                ("max", "memory.max", 21), ("swap_max", "memory.swap.max", 22), ("zswap_max", "memory.zswap.max", 22))
-# Values of a fresh group: what state=absent puts back in a group that still has members.
-DEFAULTS = {"io.weight": 100, "io.prio.class": "no-change", "memory.min": 0, "memory.low": 0, "memory.high": "max",
-            "memory.max": "max", "memory.swap.max": "max", "memory.zswap.max": "max", "memory.oom.group": 0,
-            "cpu.weight": 100, "cpu.max": {"quota": "max"}}
-DEVICE_DEFAULTS = {"io.weight": "default", "io.max": dict((k, "max") for k in codecs.IO_MAX_KEYS),
-                   "io.latency": {"target": "max"}, "io.low": None}
 
 
 def _clean(group):
@@ -62,24 +49,32 @@ def _clean(group):
 
 
 class Request:
-    """The module's parameters, checked against the host."""
+    """The module's parameters, checked in the order that names the real reason for a refusal.
+
+    First the input's own form (the name: a unit or a path), before the host is even asked; then
+    the host (systemd, cgroup v2, who owns the group); then what the kernel and the manager can
+    carry (a knob whose kernel file is missing is refused for that, whatever its value); last the
+    values themselves, against this kernel.
+    """
 
     def __init__(self, params, fs, runner):
         self.fs, self.runner = fs, runner
         self.params = params
         self.state = params.get("state") or "present"
         self.errors, self.warnings = [], []
-        self.io, self.memory, self.cpu = (_clean(params.get(k)) for k in ("io", "memory", "cpu"))
+        self.values = dict((group, _clean(params.get(group))) for group in knobs.GROUPS)
         self.name = (params.get("name") or "").strip()
+        self.path, unit = self._name()
         self.systemd_host = sd.systemd_host(fs)
         self.version = sd.systemd_version(runner) if self.systemd_host else None
         self.caps = detect(fs, systemd_version=self.version)
-        self.manager = self._manager(params.get("manager") or "auto")
+        self.manager = self._manager(params.get("manager") or "auto", unit)
         self.resolver = DeviceResolver(fs)   # one sysfs walk for every lookup of the call
         self.records = {}
 
     # -- checks -------------------------------------------------------------------------------
-    def _manager(self, wanted):
+    def _name(self):
+        """(cgroupfs directory, is a unit name) from the name's own form; RequestError when malformed."""
         try:
             path = resolve(self.name)
         except CgroupNameError as e:
@@ -93,6 +88,9 @@ class Request:
                 sd.unit_section(self.name)
             except sd.SystemdError as e:
                 raise RequestError(e.errors)
+        return path, unit
+
+    def _manager(self, wanted, unit):
         if wanted == "auto":
             return "systemd" if unit and self.systemd_host else "cgroupfs"
         if wanted == "systemd" and not unit:
@@ -103,68 +101,78 @@ class Request:
                                "missing); use manager: cgroupfs")
         return wanted
 
-    def unsupported(self, group, key, message):
-        """Fail, or with when_unsupported=warn drop the key and warn."""
+    def check_host(self):
+        """cgroup v2, and for cgroupfs on a systemd host a group below a Delegate=yes unit; returns the top.
+
+        The top is the directory the module may create groups and enable controllers from.
+        """
+        if self.state == "present" and self.caps["cgroup"]["mode"] != "unified":
+            raise RequestError("this host does not run the cgroup v2 unified hierarchy (mode: %s); the cgroup module "
+                               "needs it: boot with systemd.unified_cgroup_hierarchy=1" % self.caps["cgroup"]["mode"])
+        if self.manager != "cgroupfs" or not self.systemd_host:
+            return CGROUP_ROOT
+        try:
+            info = sd.delegation(self.runner, self.fs, self.path)
+        except sd.SystemdError as e:
+            raise RequestError(e.errors)
+        refusal = sd.cgroupfs_refusal(info)
+        if refusal:
+            raise RequestError(refusal)
+        return info["unit_path"]
+
+    def unsupported(self, knob, message):
+        """Fail, or with when_unsupported=warn drop the knob and warn."""
         if self.params.get("when_unsupported") == "warn":
             self.warnings.append("%s (skipped: when_unsupported=warn)" % message)
-            getattr(self, group).pop(key, None)
+            self.values[knob.group].pop(knob.key, None)
         else:
             self.errors.append(message)
 
     def check_features(self):
+        """Knobs this kernel has no file for, or the manager cannot carry, before any value is looked at."""
         files = self.caps["cgroup"].get("io_files", {})
-        if self.caps["cgroup"]["mode"] != "unified":
-            raise RequestError("this host does not run the cgroup v2 unified hierarchy (mode: %s); the cgroup module "
-                               "needs it: boot with systemd.unified_cgroup_hierarchy=1" % self.caps["cgroup"]["mode"])
-        for key, name, why in GATED:
-            # The value's own form first: a value that is wrong on every kernel is refused for that,
-            # not for what this kernel lacks (per-device values are checked once their disks resolve).
-            codec = codecs.CGROUP_FILES.get(name)
-            if key in self.io and codec is not None and not isinstance(codec, codecs.DeviceCodec):
-                problems = codec.validate(self.io[key])
-                if problems:
-                    self.errors.extend(problems)
-                    self.io.pop(key)
-                    continue
+        for knob in knobs.KNOBS:
             # None: unknown (no group with io enabled yet and no kernel config to read); the write and
             # its read-back tell then.
-            if key in self.io and files.get(name) is False:
-                self.unsupported("io", key, "io.%s needs the kernel file %s, which this kernel (%s) does not have: %s"
-                                 % (key, name, self.caps["kernel"]["release"], why))
+            if knob.gate and knob.key in self.values[knob.group] and files.get(knob.file) is False:
+                self.unsupported(knob, "%s needs the kernel file %s, which this kernel (%s) does not have: %s"
+                                 % (knob.name, knob.file, self.caps["kernel"]["release"], knob.gate))
         if self.manager == "systemd":
-            for group, key in (("io", "prio_class"), ("io", "low"), ("memory", "oom_group")):
-                if key in getattr(self, group):
-                    self.unsupported(group, key, sd.unsupported_message(key, self.name))
+            for knob in knobs.KNOBS:
+                if not knob.systemd and knob.key in self.values[knob.group]:
+                    self.unsupported(knob, sd.unsupported_message(knob.name, self.name))
 
     def resolve_devices(self):
-        for key in DEVICE_KEYS:
-            mapping = self.io.get(key)
+        for knob in knobs.KNOBS:
+            mapping = self.values[knob.group].get(knob.key) if knob.per_device else None
             if mapping is None:
                 continue
             if not isinstance(mapping, dict):
-                self.errors.append("io.%s: expected a mapping of device to value, got %r" % (key, mapping))
-                self.io.pop(key)
+                self.errors.append("%s: expected a mapping of device to value, got %r" % (knob.name, mapping))
+                self.values[knob.group].pop(knob.key)
                 continue
             seen = {}
             for selector in mapping:
                 try:
-                    rec = self.resolver.resolve(selector, require_mq=key == "weights")
+                    # iocost, which implements io.weight, runs on blk-mq disks only.
+                    rec = self.resolver.resolve(selector, require_mq=knob.file == "io.weight")
                 except DeviceError as e:
-                    self.errors.append("io.%s: %s" % (key, e.message))
+                    self.errors.append("%s: %s" % (knob.name, e.message))
                     continue
                 if rec.majmin in seen:
-                    self.errors.append("io.%s: %r and %r are the same disk %s; list each disk once"
-                                       % (key, seen[rec.majmin], selector, rec.name))
+                    self.errors.append("%s: %r and %r are the same disk %s; list each disk once"
+                                       % (knob.name, seen[rec.majmin], selector, rec.name))
                 seen[rec.majmin] = selector
                 self.records[selector] = rec
 
     def check_iocost(self):
         """Per-device weights need iocost initialised on the disk; weights without iocost do nothing."""
-        if self.state != "present" or not ("weight" in self.io or "weights" in self.io):
+        io = self.values["io"]
+        if self.state != "present" or not ("weight" in io or "weights" in io):
             return
         text = self.fs.read(CGROUP_ROOT + "/io.cost.qos")
         qos = codecs.IO_COST_QOS.parse(text) if text is not None else {}
-        for selector in self.io.get("weights", {}):
+        for selector in io.get("weights", {}):
             rec = self.records.get(selector)
             if rec is not None and rec.majmin not in qos:
                 self.errors.append(
@@ -172,7 +180,7 @@ class Request:
                     "the disk (the kernel answers EOPNOTSUPP, and systemd silently drops the IODeviceWeight= line)"
                     % (rec.name, IOCOST_MODULE))
         # The default weight acts on every disk the group reads or writes; overrides on their disks.
-        used = [self.records[s] for s in self.io.get("weights", {}) if s in self.records] if "weight" not in self.io \
+        used = [self.records[s] for s in io.get("weights", {}) if s in self.records] if "weight" not in io \
             else [d for d in self.resolver.list_disks() if d.has_mq]
         if used and not any((qos.get(r.majmin) or {}).get("enable") == 1 for r in used):
             names = ", ".join(sorted(r.name for r in used))
@@ -189,7 +197,7 @@ class Request:
         plan = None
         try:
             if self.state == "present":
-                plan = sd.build_plan(unit, {"io": self.io, "memory": self.memory, "cpu": self.cpu},
+                plan = sd.build_plan(unit, self.values,
                                      devices=self.records, systemd_version=self.version,
                                      page_size=self.caps["kernel"]["page_size"])
         except sd.SystemdError as e:
@@ -270,18 +278,9 @@ class Request:
         except DeviceError:
             return path   # a disk that is gone: nothing in the kernel file can match it
 
-    def cgroupfs_settings(self):
-        path = resolve(self.name)
-        top = CGROUP_ROOT
-        if self.systemd_host:
-            try:
-                info = sd.delegation(self.runner, self.fs, path)
-            except sd.SystemdError as e:
-                raise RequestError(e.errors)
-            refusal = sd.cgroupfs_refusal(info)
-            if refusal:
-                raise RequestError(refusal)
-            top = info["unit_path"]
+    def cgroupfs_settings(self, top):
+        """The group, the controllers its ancestors below ``top`` must enable, and its files."""
+        path = self.path
         if self.state == "absent":
             return self._cgroupfs_absent(path), path
         files = self._group_files(path)
@@ -317,51 +316,34 @@ class Request:
         return [SubtreeControl(directory, missing, order=2 + directory.count("/"))]
 
     def _group_files(self, path, values=None):
-        io, memory, cpu = values if values is not None else (self.io, self.memory, self.cpu)
+        """The GroupFiles of the given knobs (``values``: {group: {key: value}}), in write order."""
+        values = self.values if values is None else values
         out = []
-        if "weight" in io:
-            out.append(GroupFile(path, "io.weight", io["weight"], device="default", order=10))
-        for selector, value in sorted((io.get("weights") or {}).items()):
-            out.append(GroupFile(path, "io.weight", value, device=self.majmin(selector), order=11))
-        for key, name, order in (("max", "io.max", 12), ("latency", "io.latency", 13), ("low", "io.low", 14)):
-            for selector, value in sorted((io.get(key) or {}).items()):
-                if key == "latency" and not isinstance(value, dict):
-                    value = {"target": value}
-                if key in ("max", "low") and isinstance(value, dict):
-                    value = self._rates(value, selector)
-                out.append(GroupFile(path, name, value, device=self.majmin(selector), order=order))
-        if "prio_class" in io:
-            value = io["prio_class"]
-            if isinstance(value, str) and not codecs.IO_PRIO_CLASS.validate(value):
-                value = codecs.IO_PRIO_CLASS.for_release(value, self.caps["kernel"]["release"])
-                if value != io["prio_class"].strip():
-                    self.warnings.append("io.prio_class %s is spelled %s on kernel %s (before 6.5)"
-                                         % (io["prio_class"], value, self.caps["kernel"]["release"]))
-            out.append(GroupFile(path, "io.prio.class", value, order=15))
-        for key, name, order in MEMORY_FILES:
-            if key in memory:
-                out.append(GroupFile(path, name, memory[key], order=order))
-        if "oom_group" in memory:
-            out.append(GroupFile(path, "memory.oom.group", memory["oom_group"], order=23))
-        if "weight" in cpu:
-            out.append(GroupFile(path, "cpu.weight", cpu["weight"], order=30))
-        if "max" in cpu:
-            out.append(GroupFile(path, "cpu.max", cpu["max"], order=31))
+        for knob in sorted(knobs.KNOBS, key=lambda k: k.order):
+            if knob.key not in values[knob.group]:
+                continue
+            value = values[knob.group][knob.key]
+            if not knob.per_device:
+                out.append(GroupFile(path, knob.file, self._spelled_for_kernel(knob, value), device=knob.line,
+                                     order=knob.order))
+                continue
+            for selector, line in sorted(value.items()):
+                line, problems = knob.desired(line, selector)
+                self.errors.extend(problems)
+                out.append(GroupFile(path, knob.file, line, device=self.majmin(selector), order=knob.order))
         for f in out:
             self.errors.extend(f.problems)
         return out
 
-    def _rates(self, value, selector):
-        """io.max rbps/wbps may carry an explicit base ('10MB', '10MiB'); the kernel takes bytes."""
-        out = dict(value)
-        for key in ("rbps", "wbps"):
-            raw = out.get(key)
-            if isinstance(raw, str) and raw.strip() not in ("max", "") and not raw.strip().isdigit():
-                try:
-                    out[key] = codecs.parse_rate(raw)
-                except codecs.CodecError as e:
-                    self.errors.append("io rate %s (%s): %s" % (key, selector, e))
-        return out
+    def _spelled_for_kernel(self, knob, value):
+        """A name this kernel spells otherwise (io.prio.class promote-to-rt before 6.5), with a warning."""
+        codec, release = knob.codec, self.caps["kernel"]["release"]
+        if not hasattr(codec, "for_release") or not isinstance(value, str) or codec.validate(value):
+            return value
+        spelled = codec.for_release(value, release)
+        if spelled != value.strip():
+            self.warnings.append("%s %s is spelled %s on kernel %s (before 6.5)" % (knob.name, value, spelled, release))
+        return spelled
 
     def _cgroupfs_absent(self, path):
         if not self.fs.isdir(path):
@@ -369,24 +351,18 @@ class Request:
         busy = has_members(self.fs, path) or child_groups(self.fs, path)
         if not busy:
             return [GroupDir(path, False)]
-        given = [k for g in (self.io, self.memory, self.cpu) for k in g]
+        given = [k for group in self.values.values() for k in group]
         self.warnings.append("%s is not empty (%s), so it is kept%s" % (
             path, "it has processes" if has_members(self.fs, path) else "it has child groups",
             "; the given settings are put back to the kernel defaults" if given else
             "; give io/memory/cpu keys to put those settings back to the kernel defaults"))
-        io = {}
-        if "weight" in self.io:
-            io["weight"] = DEFAULTS["io.weight"]
-        for key, name in (("weights", "io.weight"), ("max", "io.max"), ("latency", "io.latency")):
-            if key in self.io:
-                io[key] = dict((s, DEVICE_DEFAULTS[name]) for s in self.io[key])
-        if "prio_class" in self.io:
-            io["prio_class"] = DEFAULTS["io.prio.class"]
-        memory = dict((k, DEFAULTS[n]) for k, n, _o in MEMORY_FILES if k in self.memory)
-        if "oom_group" in self.memory:
-            memory["oom_group"] = 0
-        cpu = dict((k, DEFAULTS["cpu." + k]) for k in ("weight", "max") if k in self.cpu)
-        return self._group_files(path, (io, memory, cpu))
+        neutral = dict((group, {}) for group in knobs.GROUPS)
+        for knob in knobs.KNOBS:
+            if knob.key in self.values[knob.group] and knob.neutral is not None:
+                value = copy.deepcopy(knob.neutral)
+                neutral[knob.group][knob.key] = dict((s, value) for s in self.values[knob.group][knob.key]) \
+                    if knob.per_device else value
+        return self._group_files(path, neutral)
 
 
 def kernel_values(fs, directory, names):
@@ -404,6 +380,7 @@ def kernel_values(fs, directory, names):
 def reconcile(params, fs, runner, check_mode=False):
     """Run the cgroup module's request; returns the result dict (with ``warnings``). Raises RequestError."""
     req = Request(params, fs, runner)
+    top = req.check_host()
     if req.state == "present":
         req.check_features()
     req.resolve_devices()
@@ -415,7 +392,7 @@ def reconcile(params, fs, runner, check_mode=False):
         settings, cgroup, persisted = req.systemd_settings()
         watch = settings[0].watch
     else:
-        settings, cgroup = req.cgroupfs_settings()
+        settings, cgroup = req.cgroupfs_settings(top)
         watch = [s.name for s in settings if isinstance(s, GroupFile)]
     if req.errors:
         raise RequestError(req.errors)

@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroup_knobs import find, fresh_value
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import CGROUP_FILES
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Setting
@@ -22,10 +23,6 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 UNIT_SUFFIXES = (".slice", ".service", ".scope")
 # systemd unit names: ASCII letters, digits, ":-_.\" and "@" for instances; at most 255 chars.
 _UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
-# A unit name followed by anything but a path separator ("inference.slice; touch x") was meant as a unit.
-_UNIT_LIKE_RE = re.compile(r"^[^/]*\.(slice|service|scope)(?![A-Za-z0-9/])")
-# Whitespace and shell metacharacters: no unit, and no group this collection manages, is named so.
-_SHELL_RE = re.compile(r"[\s;|&$`'\"<>(){}*?!#]")
 
 
 class CgroupNameError(ValueError):
@@ -76,7 +73,7 @@ def resolve(name, root=CGROUP_ROOT):
         raw = raw[len(root) + 1:]
     elif raw == root:
         raw = ""
-    if is_unit_name(raw) or (_UNIT_LIKE_RE.match(raw) and _SHELL_RE.search(raw)):
+    if is_unit_name(raw):
         problems = validate_unit_name(raw)
         if problems:
             raise CgroupNameError("; ".join(problems))
@@ -89,26 +86,14 @@ def resolve(name, root=CGROUP_ROOT):
         raise CgroupNameError("cgroup path %r is outside %s; give it relative to the cgroup root "
                               "(e.g. 'system.slice/foo.service' or 'workloads/inference')" % (name, root))
     for p in parts:
-        if p.startswith("cgroup.") or _SHELL_RE.search(p):
-            raise CgroupNameError("cgroup path component %r is not a valid group name (whitespace and shell "
-                                  "metacharacters are refused)" % p)
+        if p.startswith("cgroup.") or "\n" in p:
+            raise CgroupNameError("cgroup path component %r is not a valid group name" % p)
     return (root + "/" + "/".join(parts)).rstrip("/") if parts else root
 
 
 # ---------------------------------------------------------------------------------------------
 # cgroupfs manager: the group directory, controllers in the ancestors, the group's files
 # ---------------------------------------------------------------------------------------------
-
-# What a group's files read right after mkdir (or while its controller is still off in the
-# parent): the kernel defaults. Used to plan changes for a group this call will create.
-NEW_GROUP_TEXT = {
-    "io.weight": "default 100\n", "io.max": "", "io.latency": "", "io.low": "", "io.prio.class": "no-change\n",
-    "memory.min": "0\n", "memory.low": "0\n", "memory.high": "max\n", "memory.max": "max\n",
-    "memory.swap.max": "max\n", "memory.zswap.max": "max\n", "memory.oom.group": "0\n",
-    "cpu.weight": "100\n", "cpu.max": "max 100000\n",
-}
-CONTROLLERS = ("cpu", "io", "memory")
-
 
 def controller_of(filename):
     """'io.max' -> 'io', 'memory.oom.group' -> 'memory'."""
@@ -214,12 +199,11 @@ class GroupFile(CodecSetting):
                 fs, parent, "cgroup.subtree_control")
             if not pending:
                 raise KernelFileError(self.path, None, 2, action="read")
-            text = NEW_GROUP_TEXT[self.name]
+            return fresh_value(self.name, self.device)
         parsed = self.codec.parse(text)
         return self.codec.lookup(parsed, self.device) if self.device else parsed
 
     def restore(self, fs, previous):
-        if self.name == "io.low" and previous == self.codec.absent:
-            # No write takes an io.low line back to "unset" (0 is ERANGE); it goes with the group.
-            return
+        if find(self.name).neutral is None and previous == self.codec.absent:
+            return      # no write puts the line back (io.low); it goes with the group
         super(GroupFile, self).restore(fs, previous)

@@ -1307,6 +1307,8 @@ MEMORY_SIZE_FILES = ("memory.min", "memory.low", "memory.high", "memory.max", "m
                      "memory.swap.high", "memory.zswap.max")
 MEMORY = dict((n, MemorySize(n)) for n in MEMORY_SIZE_FILES)
 
+# Every cgroup file a module reads. The cgroup module's options name theirs in
+# _cgroup_knobs.KNOBS (the knob is the option, the codec is the file).
 CGROUP_FILES = dict([(c.name, c) for c in (IO_COST_MODEL, IO_COST_QOS, IO_MAX, IO_LATENCY, IO_LOW, IO_WEIGHT,
                                            IO_BFQ_WEIGHT, IO_STAT, IO_PRIO_CLASS, CPU_MAX)] + list(MEMORY.items()))
 CGROUP_FILES.update((c.name, c) for c in (
@@ -1318,6 +1320,9 @@ CGROUP_FILES.update((c.name, c) for c in (
     IntValue("pids.max", 0, S64_MAX, allow_max=True),
 ))
 
+# Every queue/<name> file a module reads (io_facts through codec_for). The settable ones are
+# blk_queue's options: _blk_queue.CATALOGUE adds their write order and kernel rules, and takes
+# their ranges, floors and defaults from these codecs.
 QUEUE_ATTRIBUTES = dict((c.name, c) for c in (
     SCHEDULER,
     IntValue("nr_requests", 0, U32_MAX, floor=4),            # BLKDEV_MIN_RQ; upper bound is per device

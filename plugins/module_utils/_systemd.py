@@ -35,13 +35,13 @@ __metaclass__ = type
 import re
 from decimal import Decimal
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_systemd_version
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import (
     CGROUP_ROOT, is_unit_name, resolve, validate_unit_name,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import (
-    CGROUP_FILES, CPU_MAX, IO_LATENCY, IO_MAX, IO_WEIGHT, MAX, MEMORY, PAGE_SIZE, CodecError,
-    parse_rate, parse_size,
+    CGROUP_FILES, MAX, PAGE_SIZE, CodecError, CpuMax, IoLatency, IoWeight, MemorySize, parse_size,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import stable_by_id_link
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
@@ -53,29 +53,23 @@ OWNER = "aiinfra.io_isolation.cgroup"
 SECTIONS = {".slice": "Slice", ".service": "Service", ".scope": "Scope"}
 # Slices systemd itself defines; a unit file in /etc would replace the vendor one.
 BUILTIN_SLICES = ("-.slice", "system.slice", "user.slice", "machine.slice")
-ZSWAP_SINCE = 253                  # MemoryZSwapMax= first appeared in systemd 253
-CPU_PERIOD_DEFAULT = 100000        # µs; CGROUP_CPU_QUOTA_DEFAULT_PERIOD_USEC
+CPU_PERIOD_DEFAULT = knobs.find("cpu.max").neutral["period"]   # µs; CGROUP_CPU_QUOTA_DEFAULT_PERIOD_USEC
 USEC_PER_SEC = 1000000
 INT_MAX = 2 ** 31 - 1              # parse_permyriad_unbounded() returns an int
 U64_MAX_TEXT = "18446744073709551615"
 
-IO_KEYS = ("weight", "weights", "max", "latency", "prio_class", "low")
-MEMORY_KEYS = ("min", "low", "high", "max", "swap_max", "zswap_max", "oom_group")
-CPU_KEYS = ("weight", "max")
-# (module key, kernel file, directive / systemctl show property)
-MEMORY_DIRECTIVES = (
-    ("min", "memory.min", "MemoryMin"),
-    ("low", "memory.low", "MemoryLow"),
-    ("high", "memory.high", "MemoryHigh"),
-    ("max", "memory.max", "MemoryMax"),
-    ("swap_max", "memory.swap.max", "MemorySwapMax"),
-    ("zswap_max", "memory.zswap.max", "MemoryZSwapMax"),
-)
-# io.max key -> directive (also the systemctl show property)
-IO_LIMIT_DIRECTIVES = (("rbps", "IOReadBandwidthMax"), ("wbps", "IOWriteBandwidthMax"),
-                       ("riops", "IOReadIOPSMax"), ("wiops", "IOWriteIOPSMax"))
-LATENCY_PROPERTY = "IODeviceLatencyTargetUSec"   # show name of IODeviceLatencyTargetSec=
-DEVICE_PROPERTIES = ("IODeviceWeight", LATENCY_PROPERTY) + tuple(d for _k, d in IO_LIMIT_DIRECTIVES)
+
+def _show_name(directive):
+    """The ``systemctl show`` property of a directive: time spans '...Sec=' are shown as '...USec'."""
+    return directive[:-len("Sec")] + "USec" if directive.endswith("Sec") else directive
+
+
+# Directives (and their show properties) that take 'PATH VALUE', one per device.
+DEVICE_DIRECTIVES = tuple(d.name for k in knobs.KNOBS if k.per_device for d in k.systemd)
+DEVICE_PROPERTIES = tuple(_show_name(d) for d in DEVICE_DIRECTIVES)
+LATENCY_PROPERTY = _show_name(knobs.find("io.latency").systemd[0].name)
+# The directive that switches an option group's controller on for the unit.
+ACCOUNTING = {"io": "IOAccounting", "memory": "MemoryAccounting"}
 
 _SPAN_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([^\s0-9.]+)")
 _TIME_UNITS = {
@@ -86,12 +80,6 @@ _TIME_UNITS = {
     "d": 86400 * USEC_PER_SEC, "w": 7 * 86400 * USEC_PER_SEC,
     "month": 2629800 * USEC_PER_SEC, "y": 31557600 * USEC_PER_SEC,
 }
-# A kernel file that is absent because its controller is off for the group holds no limit and
-# no protection; these values need no file to be true.
-_NEUTRAL = {"memory.min": 0, "memory.low": 0, "memory.high": MAX, "memory.max": MAX, "memory.swap.max": MAX,
-            "memory.zswap.max": MAX, "memory.oom.group": 0}
-
-
 class SystemdError(ValueError):
     """A request systemd cannot carry out exactly; ``errors`` lists every problem."""
 
@@ -199,25 +187,11 @@ def _is_record(value):
 # ---------------------------------------------------------------------------------------------
 
 def unsupported_message(setting, unit=None):
-    """Why ``setting`` (kernel file or module key) cannot be applied by the systemd manager, and what to use."""
+    """Why ``setting`` (kernel file or module name) cannot be applied by the systemd manager, and what to use."""
     where = " for %s" % unit if unit else ""
-    if setting in ("io.prio.class", "prio_class"):
-        return ("io.prio_class%s cannot be applied with manager: systemd: systemd has no resource-control directive "
-                "for the kernel file io.prio.class, and it owns the cgroups of its units (a value written there "
-                "directly is neither part of the unit nor restored by systemd). Use manager: cgroupfs on a group "
-                "below a unit with Delegate=yes, or give the unit's processes an I/O priority with the unit's "
-                "IOSchedulingClass= (and IOSchedulingPriority=): that is a per-process ioprio_set(2), not the "
-                "cgroup policy" % where)
-    if setting in ("io.low", "low"):
-        return ("io.low%s cannot be applied with manager: systemd: systemd has no directive for the kernel file "
-                "io.low (and kernels since 6.10 have no io.low at all). Use manager: cgroupfs on a group below a "
-                "unit with Delegate=yes, on a kernel built with CONFIG_BLK_DEV_THROTTLING_LOW" % where)
-    if setting in ("memory.oom.group", "oom_group"):
-        return ("memory.oom_group%s cannot be applied with manager: systemd: systemd has no resource-control "
-                "directive for the kernel file memory.oom.group. It writes it only for services, from the service "
-                "setting OOMPolicy=kill, when the service starts (systemctl set-property cannot change it on a "
-                "running unit). Put OOMPolicy=kill in the service's own unit, or use manager: cgroupfs below a unit "
-                "with Delegate=yes" % where)
+    knob = knobs.find(setting)
+    if knob is not None and knob.no_systemd:
+        return "%s%s cannot be applied with manager: systemd: %s" % (knob.name, where, knob.no_systemd)
     return "%s%s has no systemd resource-control directive; use manager: cgroupfs below a Delegate=yes unit" % (
         setting, where)
 
@@ -268,15 +242,15 @@ class SystemdPlan:
     def kernel_diff(self, fs, cgroup_dir):
         """[{file, key, want, have}] for every expected kernel value the group's files do not hold.
 
-        A missing file counts as holding no limit or protection (its controller is off), which
-        satisfies limits of max and protections of 0 only.
+        A missing file counts as holding no limit, protection or policy (its controller is off):
+        it satisfies the knobs' neutral values only, and never a weight.
         """
         out = []
         for name, want in self.expected.items():
             codec = CGROUP_FILES[name]
             text = fs.read(cgroup_dir.rstrip("/") + "/" + name)
             if text is None:
-                if not _neutral(name, want):
+                if not knobs.find(name).neutral_satisfies(want):
                     out.append({"file": name, "key": name, "want": want, "have": None})
                 continue
             try:
@@ -305,16 +279,6 @@ class SystemdPlan:
                 if got != value:
                     out.append({"property": prop, "key": "%s %s" % (prop, path), "want": value, "have": got})
         return out
-
-
-def _neutral(name, want):
-    if name in _NEUTRAL:
-        return want == _NEUTRAL[name]
-    if name == "cpu.max":
-        return want.get("quota") == MAX
-    if name in ("io.max", "io.latency"):
-        return all(v == MAX for dev in want.values() for v in dev.values())
-    return False
 
 
 def _items(mapping, what, errors):
@@ -383,141 +347,143 @@ class _Builder:
                 entries.append((path, rec.majmin, value, "device %s" % rec.name))
         return sorted(entries, key=lambda e: e[0])
 
-    # -- groups -----------------------------------------------------------------------------
-    def io(self, io):
-        if not _check_keys("io", io, IO_KEYS, self.errors):
+    # -- knobs ------------------------------------------------------------------------------
+    def group(self, group, values):
+        """One option group: every knob given, through the directive(s) the catalogue names for it."""
+        if not _check_keys(group, values, knobs.keys(group), self.errors):
             return
-        for key in ("prio_class", "low"):
-            if io.get(key) is not None:
-                self.errors.append(unsupported_message(key, self.plan.unit))
-        given = [k for k in ("weight", "weights", "max", "latency") if io.get(k) is not None]
-        if not given:
-            return
-        self.add("IOAccounting", "yes")
-        self.plan.show["IOAccounting"] = True
-        self.io_weights(io)
-        self.io_limits(io.get("max"))
-        self.io_latency(io.get("latency"))
+        given = [k for k in knobs.of(group) if values.get(k.key) is not None]
+        self.errors.extend(unsupported_message(k.name, self.plan.unit) for k in given if not k.systemd)
+        carried = [k for k in given if k.systemd and self.has_directives(k)]
+        if carried and group in ACCOUNTING:
+            self.add(ACCOUNTING[group], "yes")
+            self.plan.show[ACCOUNTING[group]] = True
+        for knob in carried:
+            self.render(knob, values[knob.key])
 
-    def io_weights(self, io):
-        weights = {}
-        if io.get("weight") is not None and self.validated(IO_WEIGHT.validate({"default": io["weight"]}), None):
-            weights["default"] = IO_WEIGHT.normalize({"default": io["weight"]})["default"]
-            self.add("IOWeight", str(weights["default"]))
-            self.plan.show["IOWeight"] = weights["default"]
+    def has_directives(self, knob):
+        """False (with the reason) when this host's systemd is older than a directive of the knob."""
+        missing = [d for d in knob.systemd if d.since and (self.version is None or self.version < d.since)]
+        for d in missing:
+            self.errors.append("%s needs %s=, which systemd has since version %d; this host runs %s. Drop %s or use "
+                               "manager: cgroupfs below a Delegate=yes unit"
+                               % (knob.name, d.name, d.since, "systemd %d" % self.version if self.version else
+                                  "a systemd whose version could not be read", knob.key))
+        return not missing
+
+    def render(self, knob, value):
+        """How systemd spells the value depends on the kind of kernel file (the knob's codec)."""
+        if isinstance(knob.codec, MemorySize):
+            self.memory_size(knob, value)
+        elif isinstance(knob.codec, CpuMax):
+            self.cpu_max(knob, value)
+        elif not knob.per_device:
+            self.number(knob, value)
+        elif isinstance(knob.codec, IoWeight):
+            self.device_weights(knob, value)
+        elif isinstance(knob.codec, IoLatency):
+            self.device_latency(knob, value)
+        else:
+            self.device_limits(knob, value)
+
+    def number(self, knob, value):
+        """A plain number (IOWeight=, CPUWeight=); with ``line``, that line of the kernel file."""
+        codec, line = knob.codec, knob.line
+        wrapped = {line: value} if line else value
+        if not self.validated(codec.validate(wrapped), None):
+            return
+        number = codec.normalize(wrapped)[line] if line else codec.normalize(wrapped)
+        if line:
+            self.plan.expected.setdefault(knob.file, {})[line] = number
+        else:
+            self.plan.expected[knob.file] = number
+        self.add(knob.systemd[0].name, str(number))
+        self.plan.show[knob.systemd[0].name] = number
+
+    def device_weights(self, knob, mapping):
+        codec, directive = knob.codec, knob.systemd[0].name
         shown = {}
-        for path, majmin, value, label in self.per_device(io.get("weights"), "io.weights"):
-            if not self.validated(IO_WEIGHT.validate({majmin: value}), label):
+        for path, majmin, value, label in self.per_device(mapping, knob.name):
+            if not self.validated(codec.validate({majmin: value}), label):
                 continue
-            weights[majmin] = IO_WEIGHT.normalize({majmin: value})[majmin]
-            if weights[majmin] != "default":   # no directive drops an override; 'default' = no line
-                self.add("IODeviceWeight", "%s %d" % (path, weights[majmin]))
-                shown[path] = weights[majmin]
-        if weights:
-            self.plan.expected["io.weight"] = weights
+            weight = codec.normalize({majmin: value})[majmin]
+            self.plan.expected.setdefault(knob.file, {})[majmin] = weight
+            if weight != "default":   # no directive drops an override; 'default' = no line
+                self.add(directive, "%s %d" % (path, weight))
+                shown[path] = weight
         if shown:
-            self.plan.show["IODeviceWeight"] = shown
+            self.plan.show[directive] = shown
 
-    def io_limits(self, mapping):
-        limits, lines = {}, dict((d, []) for _k, d in IO_LIMIT_DIRECTIVES)
-        for path, majmin, settings, label in self.per_device(mapping, "io.max"):
+    def device_limits(self, knob, mapping):
+        """io.max: one directive per field, each listing its devices."""
+        codec = knob.codec
+        limits, lines = {}, dict((d.name, []) for d in knob.systemd)
+        for path, majmin, settings, label in self.per_device(mapping, knob.name):
             if not isinstance(settings, dict):
-                self.errors.append("io.max: expected a mapping of rbps/wbps/riops/wiops for %s, got %r" % (label, settings))
+                self.errors.append("%s: expected a mapping of %s for %s, got %r"
+                                   % (knob.name, "/".join(d.field for d in knob.systemd), label, settings))
                 continue
-            values, ok = {}, True
-            for key, value in settings.items():
-                if key in ("rbps", "wbps") and isinstance(value, str) and value.strip() not in (MAX, "") \
-                        and not value.strip().isdigit():
-                    try:
-                        value = parse_rate(value)   # '10MB' -> 10000000, '10MiB' -> 10485760, '10M' refused
-                    except CodecError as e:
-                        self.errors.append("io.max %s (%s): %s" % (key, label, e))
-                        ok = False
-                        continue
-                values[key] = value
-            if not ok or not self.validated(IO_MAX.validate({majmin: values}), label):
+            values, problems = knob.desired(settings, label)
+            if problems:
+                self.errors.extend(problems)
                 continue
-            limits[majmin] = IO_MAX.normalize({majmin: values})[majmin]
-            for key, directive in IO_LIMIT_DIRECTIVES:
-                if key in limits[majmin]:
-                    value = limits[majmin][key]
-                    lines[directive].append((path, "infinity" if value == MAX else str(value), value))
-        for _key, directive in IO_LIMIT_DIRECTIVES:
-            for path, text, value in lines[directive]:
-                self.add(directive, "%s %s" % (path, text))
-                self.plan.show.setdefault(directive, {})[path] = value
+            if not self.validated(codec.validate({majmin: values}), label):
+                continue
+            limits[majmin] = codec.normalize({majmin: values})[majmin]
+            for d in knob.systemd:
+                if d.field in limits[majmin]:
+                    value = limits[majmin][d.field]
+                    lines[d.name].append((path, "infinity" if value == MAX else str(value), value))
+        for d in knob.systemd:
+            for path, text, value in lines[d.name]:
+                self.add(d.name, "%s %s" % (path, text))
+                self.plan.show.setdefault(d.name, {})[path] = value
         if limits:
-            self.plan.expected["io.max"] = limits
+            self.plan.expected[knob.file] = limits
 
-    def io_latency(self, mapping):
+    def device_latency(self, knob, mapping):
+        codec, directive = knob.codec, knob.systemd[0].name
         targets = {}
-        for path, majmin, value, label in self.per_device(mapping, "io.latency"):
-            settings = value if isinstance(value, dict) else {"target": value}
-            if not self.validated(IO_LATENCY.validate({majmin: settings}), label):
+        for path, majmin, value, label in self.per_device(mapping, knob.name):
+            settings, _problems = knob.desired(value, label)
+            if not self.validated(codec.validate({majmin: settings}), label):
                 continue
-            targets[majmin] = IO_LATENCY.normalize({majmin: settings})[majmin]
+            targets[majmin] = codec.normalize({majmin: settings})[majmin]
             target = targets[majmin]["target"]
-            self.add("IODeviceLatencyTargetSec", "%s %s" % (path, "infinity" if target == MAX else "%dus" % target))
-            self.plan.show.setdefault(LATENCY_PROPERTY, {})[path] = target
+            self.add(directive, "%s %s" % (path, "infinity" if target == MAX else "%dus" % target))
+            self.plan.show.setdefault(_show_name(directive), {})[path] = target
         if targets:
-            self.plan.expected["io.latency"] = targets
+            self.plan.expected[knob.file] = targets
 
-    def memory(self, memory):
-        if not _check_keys("memory", memory, MEMORY_KEYS, self.errors):
+    def memory_size(self, knob, value):
+        """Bytes as given (the kernel floors them to pages; the expectation is floored), or infinity."""
+        codec, directive = knob.codec, knob.systemd[0]
+        if not self.validated(codec.validate(value), None):
             return
-        if not any(memory.get(k) is not None for k in MEMORY_KEYS):
+        size = parse_size(value)
+        if size == 0 and directive.zero_ignored:
+            self.errors.append("%s: 0 is out of range for %s= (systemd ignores the line); give at least one "
+                               "page (%d bytes) or max" % (knob.name, directive.name, self.page_size))
             return
-        self.add("MemoryAccounting", "yes")
-        self.plan.show["MemoryAccounting"] = True
-        for key, name, directive in MEMORY_DIRECTIVES:
-            value = memory.get(key)
-            if value is None:
-                continue
-            if key == "zswap_max" and (self.version is None or self.version < ZSWAP_SINCE):
-                self.errors.append("memory.zswap_max needs MemoryZSwapMax=, which systemd has since version %d; this "
-                                   "host runs %s. Drop zswap_max or use manager: cgroupfs below a Delegate=yes unit"
-                                   % (ZSWAP_SINCE, "systemd %d" % self.version if self.version else
-                                      "a systemd whose version could not be read"))
-                continue
-            codec = MEMORY[name]
-            if not self.validated(codec.validate(value), None):
-                continue
-            size = parse_size(value)
-            if size == 0 and key in ("high", "max"):
-                self.errors.append("memory.%s: 0 is out of range for %s= (systemd ignores the line); give at least one "
-                                   "page (%d bytes) or max" % (key, directive, self.page_size))
-                continue
-            normalised = codec.normalize(value, self.page_size)
-            self.plan.expected[name] = normalised
-            self.add(directive, "infinity" if normalised == MAX else str(size))
-            self.plan.show[directive] = MAX if normalised == MAX else size
-        self.oom_group(memory.get("oom_group"))
+        normalised = codec.normalize(value, self.page_size)
+        self.plan.expected[knob.file] = normalised
+        self.add(directive.name, "infinity" if normalised == MAX else str(size))
+        self.plan.show[directive.name] = MAX if normalised == MAX else size
 
-    def oom_group(self, value):
-        if value is not None:
-            self.errors.append(unsupported_message("oom_group", self.plan.unit))
-
-    def cpu(self, cpu):
-        if not _check_keys("cpu", cpu, CPU_KEYS, self.errors):
+    def cpu_max(self, knob, value):
+        """cpu.max as CPUQuota= (a percentage of one CPU per second) and CPUQuotaPeriodSec=."""
+        if not self.validated(knob.codec.validate(value), None):
             return
-        if cpu.get("weight") is not None:
-            codec = CGROUP_FILES["cpu.weight"]
-            if self.validated(codec.validate(cpu["weight"]), None):
-                self.plan.expected["cpu.weight"] = codec.normalize(cpu["weight"])
-                self.add("CPUWeight", str(self.plan.expected["cpu.weight"]))
-                self.plan.show["CPUWeight"] = self.plan.expected["cpu.weight"]
-        if cpu.get("max") is not None and self.validated(CPU_MAX.validate(cpu["max"]), None):
-            self.cpu_max(CPU_MAX.normalize(cpu["max"]))
-
-    def cpu_max(self, values):
+        values = knob.codec.normalize(value)
+        quota_directive, period_directive = (d.name for d in knob.systemd)
         quota, period = values["quota"], values.get("period", CPU_PERIOD_DEFAULT)
         if quota == MAX:
             if period != CPU_PERIOD_DEFAULT:
-                self.errors.append("cpu.max: with quota max systemd always writes the default period %d µs; drop the "
-                                   "period or give a quota" % CPU_PERIOD_DEFAULT)
+                self.errors.append("%s: with quota max systemd always writes the default period %d µs; drop the "
+                                   "period or give a quota" % (knob.file, CPU_PERIOD_DEFAULT))
                 return
-            self.add("CPUQuota", "")   # empty assignment: no quota
-            self.plan.expected["cpu.max"] = {"quota": MAX, "period": CPU_PERIOD_DEFAULT}
+            self.add(quota_directive, "")   # empty assignment: no quota
+            self.plan.expected[knob.file] = dict(knob.neutral)
             self.plan.show["CPUQuotaPerSecUSec"] = MAX
             return
         try:
@@ -525,12 +491,12 @@ class _Builder:
         except SystemdError as e:
             self.errors.extend(e.errors)
             return
-        self.add("CPUQuota", format_permyriad(permyriad))
+        self.add(quota_directive, format_permyriad(permyriad))
         self.plan.show["CPUQuotaPerSecUSec"] = permyriad * USEC_PER_SEC // 10000
         if period != CPU_PERIOD_DEFAULT:
-            self.add("CPUQuotaPeriodSec", "%dus" % period)
-            self.plan.show["CPUQuotaPeriodUSec"] = period
-        self.plan.expected["cpu.max"] = dict(values)
+            self.add(period_directive, "%dus" % period)
+            self.plan.show[_show_name(period_directive)] = period
+        self.plan.expected[knob.file] = dict(values)
 
 
 def quota_permyriad(quota, period):
@@ -572,15 +538,15 @@ def build_plan(unit, settings, devices=None, systemd_version=None, page_size=PAG
          "cpu": {"weight": N, "max": {"quota": µs | "max", "period": µs} | "QUOTA [PERIOD]"}}
 
     ``dev`` is a resolved ``_devices.BlockDevice`` or a selector that ``devices`` maps to one.
-    ``systemd_version`` gates MemoryZSwapMax=; ``page_size`` is the host's (memory values floor to it).
+    ``systemd_version`` gates directives newer systemd has (MemoryZSwapMax=); ``page_size`` is the host's (memory values floor to it).
     """
     plan = SystemdPlan(unit)
     builder = _Builder(plan, devices, systemd_version, page_size)
     settings = settings or {}
-    _check_keys("settings", settings, ("io", "memory", "cpu"), builder.errors)
-    for group in ("io", "memory", "cpu"):
+    _check_keys("settings", settings, knobs.GROUPS, builder.errors)
+    for group in knobs.GROUPS:
         if isinstance(settings, dict) and settings.get(group) is not None:
-            getattr(builder, group)(settings[group])
+            builder.group(group, settings[group])
     if builder.errors:
         seen = []
         for message in builder.errors:
@@ -710,12 +676,13 @@ def owner_unit(path, root=CGROUP_ROOT):
     Walks the path's components from the root and stops at the first ``*.service``/``*.scope``:
     the system manager's units never nest below a service or scope, so anything deeper (e.g.
     ``user@1000.service/app.slice/x.service``) belongs to whoever that unit delegated to, and the
-    unit to ask about delegation is the outermost one. Raises CgroupNameError for a bad path.
+    unit to ask about delegation is the outermost one. A component systemd would refuse as a unit
+    name (``x;reboot.service``) is a plain directory, not a unit. Raises CgroupNameError for a bad path.
     """
     full = resolve(path, root)
     parts = [p for p in full[len(root):].split("/") if p]
     for index, part in enumerate(parts):
-        if part.endswith((".service", ".scope")):
+        if part.endswith((".service", ".scope")) and not validate_unit_name(part):
             return part, "/".join([root] + parts[:index + 1])
     return None, None
 
@@ -779,12 +746,7 @@ def cgroupfs_refusal(info):
 
 RUNTIME_CONTROL_DIR = "/run/systemd/system.control"
 # Directive -> kernel file it sets (Accounting directives only switch controllers on).
-DIRECTIVE_FILES = dict([("IOWeight", "io.weight"), ("IODeviceWeight", "io.weight"),
-                        ("IODeviceLatencyTargetSec", "io.latency"), ("CPUWeight", "cpu.weight"),
-                        ("CPUQuota", "cpu.max"), ("CPUQuotaPeriodSec", "cpu.max")]
-                       + [(d, "io.max") for _k, d in IO_LIMIT_DIRECTIVES]
-                       + [(d, f) for _k, f, d in MEMORY_DIRECTIVES])
-DEVICE_DIRECTIVES = ("IODeviceWeight", "IODeviceLatencyTargetSec") + tuple(d for _k, d in IO_LIMIT_DIRECTIVES)
+DIRECTIVE_FILES = dict((d.name, k.file) for k in knobs.KNOBS for d in k.systemd)
 
 
 def parse_dropin(text):

@@ -257,12 +257,10 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_request
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs, _cgroup_request
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
-
-RAW = {"type": "raw"}
 
 
 def main():
@@ -275,13 +273,7 @@ def main():
             description={"type": "str"},
             when_unsupported={"type": "str", "choices": ["fail", "warn"], "default": "fail"},
             adopt={"type": "bool", "default": False},
-            io={"type": "dict", "options": {
-                "weight": {"type": "int"}, "weights": {"type": "dict"}, "max": {"type": "dict"},
-                "latency": {"type": "dict"}, "prio_class": {"type": "str"}, "low": {"type": "dict"}}},
-            memory={"type": "dict", "options": dict(
-                [(k, RAW) for k in ("min", "low", "high", "max", "swap_max", "zswap_max")]
-                + [("oom_group", {"type": "bool"})])},
-            cpu={"type": "dict", "options": {"weight": {"type": "int"}, "max": RAW}},
+            **_cgroup_knobs.argument_spec()
         ),
         supports_check_mode=True,
     )

@@ -558,3 +558,40 @@ def test_any_start_converges_in_one_run(kernel, start_sched, start_wbt, iocost, 
             assert held["wbt_lat_usec"] == wbt
     finally:
         shutil.rmtree(root)
+
+
+# ---------------------------------------------------------------------------------------------
+# The queue-attribute catalogue: one entry per option, its value rules the codec's
+# ---------------------------------------------------------------------------------------------
+
+def test_the_catalogue_is_the_kernel_write_order_and_the_argument_spec():
+    assert bq.ATTRIBUTES == ("scheduler", "nr_requests", "wbt_lat_usec", "max_sectors_kb", "read_ahead_kb",
+                             "rq_affinity", "nomerges", "iostats", "add_random")
+    assert [bq.SETTABLE[a].order for a in bq.ATTRIBUTES] == [10, 20, 30, 40, 50, 60, 70, 80, 90]
+    assert [a.name for a in bq.REFUSED] == ["io_poll", "io_poll_delay", "cpu_list"]
+    assert sorted(a for a in bq.ATTRIBUTES if bq.SETTABLE[a].mq_only) == [
+        "nr_requests", "rq_affinity", "scheduler", "wbt_lat_usec"]
+    spec = bq.argument_spec({})
+    assert spec["scheduler"] == {"type": "str"} and spec["nr_requests"] == {"type": "int"}
+    assert spec["rq_affinity"] == spec["nomerges"] == {"type": "int", "choices": [0, 1, 2]}
+    assert spec["iostats"] == spec["add_random"] == {"type": "bool"}
+    assert spec["io_poll"] == spec["cpu_list"] == {"type": "raw"}
+    assert spec["devices"]["options"]["wbt_lat_usec"] == {"type": "int"}
+
+
+def test_settings_take_their_value_rules_from_the_codecs(tmp_path):
+    lab = Lab(str(tmp_path))
+    record = DeviceResolver(lab.sim).resolve("nvme0n1")
+    ctx = bq.QueueContext(lab.sim, record, RELEASE["6.12"], 4096)
+    for attr in bq.ATTRIBUTES:
+        assert bq.SETTABLE[attr].codec is bq.codecs.QUEUE_ATTRIBUTES[attr]
+    nr = bq.make_setting(ctx, "nr_requests", 1)
+    assert nr.desired == bq.SETTABLE["nr_requests"].codec.floor == 4 and "BLKDEV_MIN_RQ" in nr.notes[0]
+    wbt = bq.make_setting(ctx, "wbt_lat_usec", -1)
+    assert wbt.desired is None and wbt.format(None) == "-1" and wbt.report(None) == -1
+    assert bq.make_setting(ctx, "max_sectors_kb", 0).problems == ["nvme0n1: max_sectors_kb: 0 is below 1"]
+    assert bq.make_setting(ctx, "read_ahead_kb", 2 ** 32).problems == [
+        "nvme0n1: read_ahead_kb: 4294967296 is above 4294967295"]
+    stats = bq.make_setting(ctx, "iostats", True)
+    assert stats.desired == 1 and stats.report(0) is False
+    assert bq.held(ctx)["iostats"] in (True, False) and isinstance(bq.held(ctx)["scheduler"], str)

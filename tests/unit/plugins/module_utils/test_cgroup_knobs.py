@@ -1,0 +1,91 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The cgroup knob catalogue: one entry per option, consistent with the codecs, the kernel and systemd."""
+
+import pytest
+
+from simcgroup import controller_files
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs as knobs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
+
+ALL_FEATURES = {"io_latency": True, "io_prio": True, "io_low": True}
+
+
+def test_every_option_is_one_knob():
+    names = [k.name for k in knobs.KNOBS]
+    assert len(names) == len(set(names))
+    assert knobs.keys("io") == ("weight", "weights", "max", "latency", "prio_class", "low")
+    assert knobs.keys("memory") == ("min", "low", "high", "max", "swap_max", "zswap_max", "oom_group")
+    assert knobs.keys("cpu") == ("weight", "max")
+    assert set(knobs.argument_spec()) == set(knobs.GROUPS)
+    assert knobs.argument_spec()["memory"]["options"]["oom_group"] == {"type": "bool"}
+
+
+@pytest.mark.parametrize("knob", knobs.KNOBS, ids=lambda k: k.name)
+def test_a_fresh_group_holds_the_neutral_values(knob):
+    """What the kernel (SimCgroup's model of it) shows in a new group is each knob's neutral value."""
+    text = controller_files(knob.group, ALL_FEATURES)[knob.file]
+    parsed = knob.codec.parse(text)
+    if knob.line:
+        assert knob.codec.lookup(parsed, knob.line) == knob.neutral == knobs.fresh_value(knob.file, knob.line)
+    elif knob.per_device:
+        assert knob.codec.lookup(parsed, "259:0") == knobs.fresh_value(knob.file, "259:0") == knob.codec.absent
+        assert knob.neutral in (knob.codec.absent, None)
+    else:
+        assert parsed == knob.neutral == knobs.fresh_value(knob.file)
+
+
+@pytest.mark.parametrize("knob", [k for k in knobs.KNOBS if k.neutral is not None], ids=lambda k: k.name)
+def test_neutral_values_are_writable(knob):
+    value = {"259:0": knob.neutral} if knob.per_device else ({knob.line: knob.neutral} if knob.line else knob.neutral)
+    assert knob.codec.validate(value) == []
+
+
+def test_every_knob_persists_through_systemd_or_says_why_not():
+    for knob in knobs.KNOBS:
+        assert bool(knob.systemd) != bool(knob.no_systemd), knob.name
+        assert all(sd.DIRECTIVE_FILES[d.name] == knob.file for d in knob.systemd)
+    assert [k.name for k in knobs.KNOBS if not k.systemd] == ["io.prio_class", "io.low", "memory.oom_group"]
+    assert sd.DEVICE_DIRECTIVES == ("IODeviceWeight", "IOReadBandwidthMax", "IOWriteBandwidthMax", "IOReadIOPSMax",
+                                    "IOWriteIOPSMax", "IODeviceLatencyTargetSec")
+    assert sd.LATENCY_PROPERTY == "IODeviceLatencyTargetUSec" and sd.CPU_PERIOD_DEFAULT == 100000
+    assert sd.unsupported_message("io.prio_class") == sd.unsupported_message("io.prio.class")
+
+
+def test_gates_name_the_kernel_option():
+    gated = dict((k.name, k.gate) for k in knobs.KNOBS if k.gate)
+    assert sorted(gated) == ["io.latency", "io.low", "io.prio_class", "io.weight", "io.weights"]
+    assert "CONFIG_BLK_CGROUP_IOPRIO" in gated["io.prio_class"] and gated["io.weight"] == gated["io.weights"]
+
+
+@pytest.mark.parametrize("name, want, satisfied", [
+    ("memory.low", 0, True),
+    ("memory.low", 4096, False),
+    ("memory.high", "max", True),
+    ("cpu.max", {"quota": "max", "period": 100000}, True),
+    ("cpu.max", {"quota": 50000, "period": 100000}, False),
+    ("io.max", {"259:0": {"wbps": "max"}}, True),
+    ("io.max", {"259:0": {"wbps": "max"}, "259:1": {"riops": 5}}, False),
+    ("io.latency", {"259:0": {"target": "max"}}, True),
+    ("io.weight", {"default": 100}, False),          # a weight's share goes to the parent without the file
+    ("cpu.weight", 100, False),
+])
+def test_a_missing_file_satisfies_only_neutral_values(name, want, satisfied):
+    assert knobs.find(name).neutral_satisfies(want) is satisfied
+
+
+def test_find_by_module_name_or_kernel_file():
+    assert knobs.find("io.prio_class") is knobs.find("io.prio.class")
+    assert knobs.find("io.weight").line == "default" and knobs.find("io.weights").per_device
+    assert knobs.find("memory.swap.max") is knobs.find("memory.swap_max")
+    assert knobs.find("io.foo") is None
+
+
+def test_input_forms_are_adapted_once_for_both_managers():
+    io_max, latency = knobs.find("io.max"), knobs.find("io.latency")
+    assert io_max.desired({"wbps": "10MB", "riops": 5}, "nvme0n1") == ({"wbps": 10000000, "riops": 5}, [])
+    value, problems = io_max.desired({"rbps": "10M"}, "nvme0n1")
+    assert problems[0].startswith("io.max rbps (nvme0n1): rate: '10M' is ambiguous")
+    assert latency.desired(5000, "nvme0n1") == ({"target": 5000}, [])
+    assert knobs.find("memory.high").desired("1G", "x") == ("1G", [])
