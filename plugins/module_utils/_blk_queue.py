@@ -532,7 +532,6 @@ class WbtSetting(QueueSetting):
             self.ctx.current_scheduler()["current"], self.ctx.effective_scheduler())
 
 
-
 class MaxSectorsSetting(QueueSetting):
     def check(self, current):
         problems = []

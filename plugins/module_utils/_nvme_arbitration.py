@@ -73,7 +73,6 @@ STATUS_HINTS = {
 # -- persistence: _persist.NVME_ARBITRATION_RULES run the boot helper _boot_nvme_arbitration_apply ---
 
 
-
 # == the feature's fields ========================================================================
 
 def decode(dw11):

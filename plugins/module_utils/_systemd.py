@@ -80,6 +80,8 @@ _TIME_UNITS = {
     "d": 86400 * USEC_PER_SEC, "w": 7 * 86400 * USEC_PER_SEC,
     "month": 2629800 * USEC_PER_SEC, "y": 31557600 * USEC_PER_SEC,
 }
+
+
 class SystemdError(ValueError):
     """A request systemd cannot carry out exactly; ``errors`` lists every problem."""
 

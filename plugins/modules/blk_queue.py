@@ -273,5 +273,6 @@ def main():
     )
     exit_module(module, lambda: _blk_queue.run(module.params, KernelFS(), module.check_mode))
 
+
 if __name__ == "__main__":
     main()

@@ -194,5 +194,6 @@ def main():
     )
     exit_module(module, lambda: _facts.run(module.params, KernelFS(), Runner(module)))
 
+
 if __name__ == "__main__":
     main()

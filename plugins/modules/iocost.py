@@ -214,5 +214,6 @@ def main():
     )
     exit_module(module, lambda: _iocost.run(module.params, KernelFS(), module.check_mode))
 
+
 if __name__ == "__main__":
     main()

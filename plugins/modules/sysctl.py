@@ -152,5 +152,6 @@ def main():
                            supports_check_mode=True)
     exit_module(module, lambda: _sysctl.run(module.params, KernelFS(), module.check_mode))
 
+
 if __name__ == "__main__":
     main()

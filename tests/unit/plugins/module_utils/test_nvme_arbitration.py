@@ -227,10 +227,10 @@ def test_set_feature_refusals_decode(guest, iomem):
         assert rc == 1 and status.value == value and status.sct == 1 and status.dnr and status.refusal
         assert status.not_saveable == (value == 0x410d)
     status = nvme.parse_status(nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0n1", "--feature-id=1",
-                                                  "--value=0x03020103"])[2])
+                                             "--value=0x03020103"])[2])
     assert status.value == 0x410f and status.name == "Feature Not Namespace Specific" and not status.refusal
     status = nvme.parse_status(nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=0x7f",
-                                                  "--sel=0"])[2])
+                                             "--sel=0"])[2])
     assert (status.sct, status.sc) == (0, 0x02) and status.refusal
     missing = nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme9", "--feature-id=1", "--sel=0"])[2]
     assert nvme.parse_status(missing) is None and missing.startswith("/dev/nvme9: No such file or directory")
