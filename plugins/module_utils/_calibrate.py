@@ -65,7 +65,11 @@ KERNEL_CLASSES = {
 
 
 class CalibrationError(Exception):
-    """A refusal or failure with a message for the user; ``details`` go into the result."""
+    """A refusal or failure with a message for the user; ``details`` go into the result.
+
+    The collection's one calibration error: the controller's database code (plugin_utils/_calibration_db:
+    results, entries, database files, hwdb export) raises it too, as module_utils is what both sides import.
+    """
 
     def __init__(self, msg, errors=None, details=None):
         super(CalibrationError, self).__init__(msg)
