@@ -16,7 +16,7 @@ author:
 description:
   - Reads every C(*.json) file of each directory given, on the controller, in file-name order, and returns the
     entries (the C(calibration_entry) filter makes them; the P(aiinfra.io_isolation.calibration_entry_file#filter)
-    filter names their files).
+    and P(aiinfra.io_isolation.calibration_entry_json#filter) filters give their files' names and content).
   - A directory that does not exist is an empty database (the database starts empty). Hidden files and files not
     ending in C(.json) are ignored.
   - Every file must be a valid entry, or the lookup fails naming the file and what is wrong - not JSON, missing keys
