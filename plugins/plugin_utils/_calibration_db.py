@@ -43,10 +43,11 @@ from datetime import datetime, timezone
 from urllib.parse import unquote
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibrate import CalibrationError
+# An entry's iocost_model and qos keys are the kernel's io.cost.model / io.cost.qos parameters, in its order.
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import COST_COEFS as COEFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import QOS_PARAMS as QOS_KEYS
 
 SCHEMA = 1
-COEFS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
-QOS_KEYS = ("rpct", "rlat", "wpct", "wlat", "min", "max")
 QOS_INT_KEYS = ("rlat", "wlat")
 REQUIRED_KEYS = ("schema", "model", "firmware", "capacity_bytes", "iocost_model", "qos")
 FILE_SUFFIX = ".json"
