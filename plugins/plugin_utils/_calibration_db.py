@@ -18,9 +18,9 @@ Controller side only. What each part serves:
 * export: :func:`hwdb_fragment` (filter ``calibration_hwdb``), :func:`report_file_name` (the
   ``calibration_report`` action).
 
- Pure logic: no Ansible imports,
-every problem is a :class:`CalibrationError` (the collection's one, from module_utils/_calibrate.py)
-whose message names the result, entry or file, the value and how to fix it.
+Pure logic: no Ansible imports, every problem is a :class:`CalibrationError` (the collection's one,
+from module_utils/_calibrate.py) whose message names the result, entry or file, the value and how
+to fix it.
 
 An entry is one hardware class (model + firmware + capacity), one JSON file per class::
 
@@ -156,7 +156,7 @@ def _check_result(index, result):
 
 def device_class(device):
     """(model, firmware, size_bytes) of a disk as io_facts (``identity``) and iocost_calibrate (``device``)
-    describe it: the class its database entry has (:func:`entry_class`). A missing field stays None."""
+    describe it: the class its database entry has (:func:`entry_class`); a missing size is 0."""
     model, firmware = device.get("model"), device.get("firmware")
     return (model.strip() if isinstance(model, str) else model,
             firmware.strip() if isinstance(firmware, str) else firmware,
@@ -413,7 +413,8 @@ def report_file_name(entry):
 
 def entry_file_text(entry):
     """The content of an entry's database file, as :func:`load_db` reads it: JSON with sorted keys, four-space
-    indent and a final newline (byte for byte what the role wrote with to_nice_json before this function)."""
+    indent and a final newline (the bytes Ansible's to_nice_json gives, so files written by earlier releases do not
+    change)."""
     check_entry(entry, "the calibration entry to write")
     return json.dumps(entry, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
 
