@@ -21,7 +21,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import (
     COEFS, QOS_KEYS, CalibrationError, check_entry, entry_class, entry_file_name, human_bytes, merge_results,
-    unwrap_results)
+    report_file_name, unwrap_results)
 
 MATPLOTLIB_MISSING = "the calibration report needs matplotlib on the controller: pip install matplotlib"
 ARGUMENT_SPEC = {
@@ -384,7 +384,7 @@ class ActionModule(ActionBase):
             else:
                 entry = merged
             results = unwrap_results(args["results"])
-            path = os.path.join(dest, entry_file_name(entry)[:-len(".json")] + ".html")
+            path = os.path.join(dest, report_file_name(entry))
             if os.path.exists(dest) and not os.path.isdir(dest):
                 raise ReportError("dest %s is not a directory" % dest)
             text, plots = render_report(results, entry, args.get("title"))

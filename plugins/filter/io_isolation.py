@@ -11,12 +11,13 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import match_entry
+
 try:
     import jmespath
 except ImportError:  # pragma: no cover - reported when a query is used
     jmespath = None
 
-MODEL_KEYS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
 CAP_KEYS = {"rbps": "rbps", "wbps": "wbps", "riops": "rrandiops", "wiops": "wrandiops"}
 
 
@@ -77,25 +78,11 @@ def select_disks(facts, selectors=None, query=None):
     return found
 
 
-def _calibration_entry(identity, calibration):
-    """(entry, warning): model + firmware + capacity, else model + capacity with a warning; never another size."""
-    same = [e for e in calibration or [] if e.get("model") == identity.get("model")
-            and int(e.get("capacity_bytes") or -1) == int(identity.get("size_bytes") or -2)]
-    exact = [e for e in same if e.get("firmware") == identity.get("firmware")]
-    if exact:
-        return exact[0], None
-    if same:
-        return same[0], ("%s: no calibration for firmware %s of %s; using the one measured on firmware %s"
-                         % (identity.get("name"), identity.get("firmware"), identity.get("model"),
-                            same[0].get("firmware")))
-    return None, None
-
-
 def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=False):
     """The ``iocost`` module's ``devices`` for the disks, and where each model came from.
 
-    Model, in order: ``models`` (keyed by any identity form of the disk), a ``calibration`` entry
-    (``{model, firmware, capacity_bytes, iocost_model, qos}``), else the kernel's class (``ctrl: auto``).
+    Model, in order: ``models`` (keyed by any identity form of the disk), the ``calibration`` entry
+    ``_calibration_db.match_entry`` picks, else the kernel's class (``ctrl: auto``).
     QoS: the common ``qos``; a calibration entry's own QoS only with ``calibration_qos`` (it marks
     where the device saturates, far above what a latency-sensitive reader tolerates: the isolation
     benchmark measured no protection with it). Returns
@@ -110,7 +97,7 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
         if explicit:
             model, source = explicit[0], "explicit"
         else:
-            entry, warning = _calibration_entry(identity, calibration)
+            entry, warning = match_entry(identity, calibration)
             if warning:
                 out["warnings"].append(warning)
             if entry:

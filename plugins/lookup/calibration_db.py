@@ -16,7 +16,7 @@ author:
 description:
   - Reads every C(*.json) file of each directory given, on the controller, in file-name order, and returns the
     entries (the C(calibration_entry) filter makes them; the P(aiinfra.io_isolation.calibration_entry_file#filter)
-    filter names their files).
+    and P(aiinfra.io_isolation.calibration_entry_json#filter) filters give their files' names and content).
   - A directory that does not exist is an empty database (the database starts empty). Hidden files and files not
     ending in C(.json) are ignored.
   - Every file must be a valid entry, or the lookup fails naming the file and what is wrong - not JSON, missing keys
@@ -65,36 +65,17 @@ _list:
   elements: dict
 """
 
-import os
-
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import (
-    CalibrationError, entry_class, entry_file_name, load_db)
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import CalibrationError, load_db
 
 
 class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
-        entries, seen = [], {}
-        for term in terms:
-            if not isinstance(term, str) or not term:
-                raise AnsibleLookupError("calibration_db: a database is a directory path, got %r" % (term,))
-            path = os.path.expanduser(term)
-            if not os.path.isabs(path):
-                path = os.path.join(self.get_basedir(variables or {}), path)
-            try:
-                found = load_db(path)
-            except CalibrationError as e:
-                raise AnsibleLookupError("calibration_db: %s" % e)
-            for entry in found:
-                where = os.path.join(path, entry_file_name(entry))
-                cls = entry_class(entry)
-                if cls in seen:
-                    raise AnsibleLookupError("calibration_db: %s and %s hold the same hardware class (%s firmware "
-                                             "%s, %d bytes); keep one" % (seen[cls], where, cls[0], cls[1], cls[2]))
-                seen[cls] = where
-                entries.append(entry)
-        return entries
+        try:
+            return load_db(*terms, basedir=self.get_basedir(variables or {}))
+        except CalibrationError as e:
+            raise AnsibleLookupError("calibration_db: %s" % e)

@@ -76,7 +76,9 @@ def main(argv):
         rc, err = 1, "controller state is %r after %d s, not live" % (state, WAIT_LIVE_SECONDS)
     else:
         try:
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=60, check=False)
+            # udev runs this file as a program, outside any Ansible module: no run_command here
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=60,  # pylint: disable=ansible-bad-function
+                                  check=False)
             lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
             rc, err = proc.returncode, lines[0] if lines else ""
         except (OSError, subprocess.SubprocessError) as e:

@@ -15,8 +15,9 @@ The order of a call:
    reconcile engine (scheduler ``none``, ``nomerges`` 1, iocost off), read back and verified;
 4. the six fio measurements and the QoS latency runs (``_fio``);
 5. always (success, fio failure, SIGTERM/SIGHUP/SIGINT): put back scheduler, ``nr_requests``
-   (a scheduler switch resets it), ``nomerges`` and the ``io.cost.qos`` line, verify them, remove
-   the scratch file, then the journal.
+   (a scheduler switch resets it), ``nomerges`` and the ``io.cost.qos`` line, then ``wbt_lat_usec``
+   if the kernel moved it, all through the engine and verified; remove the scratch file, then the
+   journal.
 
 A SIGKILL cannot be caught: the journal lets the next call (for any disk) put the disk back and
 remove the scratch file, before it plans its own target. A reboot resets the kernel state by
@@ -64,8 +65,11 @@ KERNEL_CLASSES = {
 
 
 class CalibrationError(ModuleError):
-    """A refusal or failure with a message for the user; ``details`` go into the result. The controller's
-    calibration database (plugin_utils/_calibration_db.py) raises a subclass of it."""
+    """A refusal or failure with a message for the user; ``details`` go into the result.
+
+    The collection's one calibration error: the controller's database code (plugin_utils/_calibration_db:
+    results, entries, database files, hwdb export) raises it too, as module_utils is what both sides import.
+    """
 
 
 class Interrupted(BaseException):
@@ -135,25 +139,23 @@ def restore(fs, record, snap):
         desired = codecs.IO_COST_QOS.as_desired({record.majmin: qos})[record.majmin]
         settings.append(_qos_setting(record, desired))
     result = Reconciler(fs).run(settings, problems)
-    notes = []
-    # wbt is switched by the kernel, not by us (iocost on/off, bfq): only once the restore above has
-    # run does the file show where the kernel left it, so a second engine run puts it back if it
-    # ended up elsewhere than before (enabling iocost calls wbt_disable_default(); docs/kernel-files.md,
-    # "iocost's built-in cost-model classes"). The engine verifies the write and reports it in the diff.
-    before = queue.get("wbt_lat_usec")
-    path = blk_queue.QueueContext(fs, record).path("wbt_lat_usec")
-    now = fs.read(path)
-    if before is not None and now is not None and now.strip() != str(before):
-        wbt = CodecSetting("wbt_lat_usec[%s]" % record.majmin, path, codecs.QUEUE_ATTRIBUTES["wbt_lat_usec"], before,
-                           order=300)
-        again = Reconciler(fs).run([wbt], wbt.problems)
-        result["changed"] = result["changed"] or again["changed"]
-        result["values"].update(again["values"])
-        for side in ("before", "after"):
-            result["diff"][side].update(again["diff"][side])
-        notes.append("%s: wbt_lat_usec read %s after the restore; wrote back %s" % (record.name, now.strip(), before))
-    result["notes"] = notes
+    result["notes"] = _restore_wbt(fs, record, queue.get("wbt_lat_usec"))
     return result
+
+
+def _restore_wbt(fs, record, before):
+    """Put ``wbt_lat_usec`` back through the engine if the restore left it elsewhere; notes on what was written.
+
+    wbt is switched by the kernel, not by us (iocost on/off, bfq; enabling iocost calls wbt_disable_default():
+    docs/kernel-files.md, "iocost's built-in cost-model classes"), so this is a pass of its own after the
+    restore: it must read what those writes left.
+    """
+    if before is None:
+        return []
+    settings, problems = _queue_settings(fs, record, {"wbt_lat_usec": before})
+    diff = Reconciler(fs).run(settings, problems)["diff"]
+    return ["%s: wbt_lat_usec read %s after the restore; wrote back %s" % (record.name, now, before)
+            for now in diff["before"].values()]
 
 
 # ---------------------------------------------------------------------------------------------

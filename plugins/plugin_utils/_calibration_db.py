@@ -3,14 +3,24 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The iocost calibration database: entries, their file names, validation and hwdb export.
+"""The iocost calibration database: its one owner (write, read, match, export).
 
 PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
 
-Controller side only (filters ``calibration_entry``, ``calibration_entry_file``, ``calibration_hwdb``,
-the ``calibration_db`` lookup and the ``calibration_report`` action). Pure logic: no Ansible imports,
-every problem is a :class:`CalibrationError` whose message names the result, entry or file, the value
-and how to fix it.
+Controller side only. What each part serves:
+
+* results -> entry: :func:`group_by_class`, :func:`merge_results` (filters ``calibration_classes``,
+  ``calibration_entry``);
+* write: :func:`entry_file_name`, :func:`entry_file_text` (filters ``calibration_entry_file``,
+  ``calibration_entry_json``: the calibration role's ``copy``);
+* read: :func:`load_db` (the ``calibration_db`` lookup, read by both roles);
+* match: :func:`match_entry` (the ``iocost_plan`` filter: which entry a disk takes);
+* export: :func:`hwdb_fragment` (filter ``calibration_hwdb``), :func:`report_file_name` (the
+  ``calibration_report`` action).
+
+Pure logic: no Ansible imports, every problem is a :class:`CalibrationError` (the collection's one,
+from module_utils/_calibrate.py) whose message names the result, entry or file, the value and how
+to fix it.
 
 An entry is one hardware class (model + firmware + capacity), one JSON file per class::
 
@@ -32,11 +42,12 @@ import statistics
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibrate import CalibrationError
+# An entry's iocost_model and qos keys are the kernel's io.cost.model / io.cost.qos parameters, in its order.
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import COST_COEFS as COEFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import QOS_PARAMS as QOS_KEYS
 
 SCHEMA = 1
-COEFS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
-QOS_KEYS = ("rpct", "rlat", "wpct", "wlat", "min", "max")
 QOS_INT_KEYS = ("rlat", "wlat")
 REQUIRED_KEYS = ("schema", "model", "firmware", "capacity_bytes", "iocost_model", "qos")
 FILE_SUFFIX = ".json"
@@ -48,11 +59,6 @@ _SOLUTION_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 # Characters a hwdb match line cannot carry literally: glob characters (the match is an fnmatch
 # pattern), '\\' (fnmatch escape) and '#' (starts a comment anywhere on a hwdb line).
 _HWDB_GLOB = frozenset("*?[\\#")
-
-
-class CalibrationError(_calibrate.CalibrationError, ValueError):
-    """A calibration result, entry, database file or hwdb export that cannot be used, and why: the
-    calibration module's error (one concept, one base), and a ValueError as the filters expect."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -148,9 +154,17 @@ def _check_result(index, result):
     return result
 
 
+def device_class(device):
+    """(model, firmware, size_bytes) of a disk as io_facts (``identity``) and iocost_calibrate (``device``)
+    describe it: the class its database entry has (:func:`entry_class`); a missing size is 0."""
+    model, firmware = device.get("model"), device.get("firmware")
+    return (model.strip() if isinstance(model, str) else model,
+            firmware.strip() if isinstance(firmware, str) else firmware,
+            int(device.get("size_bytes") or 0))
+
+
 def _class_of(result):
-    device = result["device"]
-    return (device["model"].strip(), device["firmware"].strip(), int(device["size_bytes"]))
+    return device_class(result["device"])
 
 
 def unwrap_results(results):
@@ -319,7 +333,28 @@ def check_entry(entry, where="the calibration entry"):
 
 
 def entry_class(entry):
-    return (entry["model"], entry["firmware"], int(entry["capacity_bytes"]))
+    """(model, firmware, capacity_bytes): the hardware class of an entry, the database's key."""
+    return (entry.get("model"), entry.get("firmware"), int(entry.get("capacity_bytes") or 0))
+
+
+# ----------------------------------------------------------------------------------------------
+# matching a disk to an entry
+
+def match_entry(device, entries):
+    """(entry, warning) for a disk (io_facts ``identity``): the entry of its model, firmware and capacity; else one of
+    its model and capacity, with a warning naming both firmwares; never one of another capacity. (None, None) when
+    there is none. ``entries`` may be hand-written (only model, firmware, capacity_bytes are read here)."""
+    model, firmware, size = device_class(device)
+    if not size:
+        return None, None
+    same = [e for e in entries or [] if entry_class(e)[0] == model and entry_class(e)[2] == size]
+    exact = [e for e in same if entry_class(e)[1] == firmware]
+    if exact:
+        return exact[0], None
+    if same:
+        return same[0], ("%s: no calibration for firmware %s of %s; using the one measured on firmware %s"
+                         % (device.get("name"), device.get("firmware"), device.get("model"), same[0].get("firmware")))
+    return None, None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -371,6 +406,19 @@ def entry_file_name(entry):
     return name
 
 
+def report_file_name(entry):
+    """The name of the entry's HTML report (calibration_report): its database file's, ending in .html."""
+    return entry_file_name(entry)[:-len(FILE_SUFFIX)] + ".html"
+
+
+def entry_file_text(entry):
+    """The content of an entry's database file, as :func:`load_db` reads it: JSON with sorted keys, four-space
+    indent and a final newline (the bytes Ansible's to_nice_json gives, so files written by earlier releases do not
+    change)."""
+    check_entry(entry, "the calibration entry to write")
+    return json.dumps(entry, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
+
+
 def parse_entry_file_name(name):
     """(model, firmware, capacity_bytes) from a name made by entry_file_name, else CalibrationError."""
     if not name.endswith(FILE_SUFFIX):
@@ -388,19 +436,39 @@ def parse_entry_file_name(name):
 # ----------------------------------------------------------------------------------------------
 # the database directory
 
-def load_db(directory):
-    """Entries from ``<directory>/*.json``, sorted by file name; a missing directory is empty.
+def load_db(*directories, basedir=None):
+    """Entries from ``<directory>/*.json`` of each directory in turn, each sorted by file name.
 
-    Every file must be a valid entry (entry_problems) named by entry_file_name, and no two files may
-    hold the same class; otherwise CalibrationError names the file and what is wrong.
+    A missing directory is empty; a relative one is relative to ``basedir`` (the playbook's directory
+    for the lookup). Every file must be a valid entry (entry_problems) named by entry_file_name, and no
+    two files, in one directory or several, may hold the same class; otherwise CalibrationError names
+    the file and what is wrong.
     """
+    entries, seen = [], {}
+    for directory in directories:
+        for path, entry in _read_directory(_resolve(directory, basedir)):
+            cls = entry_class(entry)
+            if cls in seen:
+                raise CalibrationError("%s and %s hold the same hardware class (%s firmware %s, %d bytes); keep one"
+                                       % ((seen[cls], path) + cls))
+            seen[cls] = path
+            entries.append(entry)
+    return entries
+
+
+def _resolve(directory, basedir):
     if not isinstance(directory, str) or not directory:
-        raise CalibrationError("the calibration database is a directory path, got %r" % (directory,))
+        raise CalibrationError("a database is a directory path, got %r" % (directory,))
+    path = os.path.expanduser(directory)
+    return os.path.join(basedir, path) if basedir and not os.path.isabs(path) else path
+
+
+def _read_directory(directory):
+    """(path, entry) for each entry file of one database directory, in file-name order."""
     if not os.path.exists(directory):
-        return []
+        return
     if not os.path.isdir(directory):
         raise CalibrationError("the calibration database %s is not a directory" % directory)
-    entries, seen = [], {}
     for name in sorted(os.listdir(directory)):
         if not name.endswith(FILE_SUFFIX) or name.startswith("."):
             continue
@@ -426,12 +494,7 @@ def load_db(directory):
             raise CalibrationError("%s holds the entry of %s firmware %s, %d bytes, which belongs in %s; rename "
                                    "the file" % (path, entry["model"], entry["firmware"], entry["capacity_bytes"],
                                                  expected))
-        cls = entry_class(entry)
-        if cls in seen:  # pragma: no cover - the file-name check makes this unreachable within one directory
-            raise CalibrationError("%s and %s hold the same hardware class" % (seen[cls], path))
-        seen[cls] = path
-        entries.append(entry)
-    return entries
+        yield path, entry
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ LAB = json.load(open(os.path.join(FIXTURES, "calibration_hwdb", "debian13-system
 
 def test_the_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == ["calibration_classes", "calibration_entry", "calibration_entry_file",
-                                                  "calibration_hwdb"]
+                                                  "calibration_entry_json", "calibration_hwdb"]
 
 
 def test_classes_pool_identical_disks_and_split_others():
@@ -52,6 +52,13 @@ def test_entry_file_and_hwdb_chain():
     assert "3 repeats on inv-host -> QEMU_NVMe_Ctrl__7.2.22__1073741824.json" in text
 
 
+def test_the_entry_file_renders_through_the_filter():
+    entry = f.calibration_entry(copy.deepcopy(RESULTS), "inv-host")
+    text = f.calibration_entry_json(entry)
+    assert text.startswith('{\n    "capacity_bytes": 1073741824,\n') and text.endswith("}\n")
+    assert json.loads(text) == entry
+
+
 def test_the_lab_fragment_renders_through_the_filter():
     case = LAB["cases"][0]
     assert f.calibration_hwdb([case["entry"]], case["solution"]).endswith("\n" + case["records"])
@@ -61,6 +68,7 @@ def test_the_lab_fragment_renders_through_the_filter():
     (lambda: f.calibration_entry([]), "calibration_entry: calibration_entry needs the list"),
     (lambda: f.calibration_entry([dict(RESULTS[0], failed=True, msg="boom")]), "calibration_entry: .*did not run: boom"),
     (lambda: f.calibration_entry_file({"model": "x"}), "calibration_entry_file: .*without firmware"),
+    (lambda: f.calibration_entry_json({"model": "x"}), "calibration_entry_json: .*missing keys"),
     (lambda: f.calibration_hwdb([{"model": "x"}], "naive"), "calibration_hwdb: entry 1 .*missing keys"),
     (lambda: f.calibration_hwdb([], "bad name"), "calibration_hwdb: the iocost solution name 'bad name'"),
 ])

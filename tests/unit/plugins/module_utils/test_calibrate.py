@@ -136,6 +136,37 @@ def test_a_restore_that_fails_keeps_the_journal_and_says_so(lab):
     assert result["recovered"][0]["restored"] and lab.state() == BEFORE and lab.journals() == []
 
 
+def _move_wbt(lab, usec="5000"):
+    lab.sim.write(lab.q.base + "wbt_lat_usec", usec)
+
+
+def test_a_wbt_latency_moved_while_held_is_written_back_through_the_engine(lab):
+    before = int(lab.q.wbt_show())
+    result = run(lab, measure=measuring(lab, lambda: _move_wbt(lab)))
+    assert lab.q.wbt_show() == before
+    assert result["restore"]["notes"] == ["nvme0n1: wbt_lat_usec read 5000 after the restore; wrote back %d" % before]
+    # a pass of its own, after the queue and io.cost.qos restore (it reads what they left)
+    assert lab.sim.writes[-1] == (lab.q.base + "wbt_lat_usec", str(before))
+    assert result["restore"]["errors"] == [] and lab.journals() == []
+
+
+def test_a_wbt_latency_in_place_is_not_written(lab):
+    result = run(lab)
+    assert result["restore"]["notes"] == []
+    assert not [p for p, _v in lab.sim.writes if p.endswith("wbt_lat_usec")]
+
+
+def test_a_refused_wbt_restore_names_file_value_and_errno_and_keeps_the_journal(lab):
+    def move_and_refuse():
+        _move_wbt(lab)
+        lab.q.refuse["wbt_lat_usec"] = 5    # EIO on the restore's write
+    result = run(lab, measure=measuring(lab, move_and_refuse))
+    (error,) = result["restore"]["errors"]
+    assert error.startswith("nvme0n1: Applying /sys/block/nvme0n1/queue/wbt_lat_usec failed: ")
+    assert "EIO" in error and "%d" % int(result["held_before"]["queue"]["wbt_lat_usec"]) in error
+    assert len(lab.journals()) == 1
+
+
 # -- a run killed outright --------------------------------------------------------------------------
 
 def _kill_mid_run(lab):
@@ -279,15 +310,3 @@ def test_a_journal_for_a_disk_that_moved_is_refused(lab):
 def test_the_qos_runs_come_after_the_middle_round(passes, after):
     # at least one round first: the QoS load is a fraction of the random IOPS measured before it
     assert cal.qos_after_round(passes) == after
-
-
-def test_wbt_moved_by_the_kernel_is_put_back_through_the_engine(lab):
-    """wbt is switched by the kernel (iocost on/off, bfq): the restore's second engine run writes the
-    value held before back, verified and reported like every other restored file."""
-    path = "/sys/block/nvme0n1/queue/wbt_lat_usec"
-    before = lab.sim.read(path).strip()
-    result = run(lab, measure=measuring(lab, then=lambda: lab.sim.write(path, "7777")))
-    assert lab.sim.read(path).strip() == before
-    restore = result["restore"]
-    assert restore["errors"] == [] and any("wbt_lat_usec read 7777" in n for n in restore["notes"])
-    assert restore["queue"]["wbt_lat_usec[259:0]"] == int(before)

@@ -339,6 +339,75 @@ def test_not_utf8_and_not_a_directory_are_explained(tmp_path):
         db.load_db(str(tmp_path))
 
 
+def test_several_directories_one_class_each_and_relative_to_the_base(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = good_entry()
+    write(tmp_path / "a", db.entry_file_name(one), one)
+    other = dict(good_entry(), firmware="9.9")
+    write(tmp_path / "b", db.entry_file_name(other), other)
+    assert [e["firmware"] for e in db.load_db("a", str(tmp_path / "b"), basedir=str(tmp_path))] == ["7.2.22", "9.9"]
+    write(tmp_path / "b", db.entry_file_name(one), one)
+    with pytest.raises(db.CalibrationError, match=r"a/QEMU_NVMe_Ctrl__7\.2\.22__1073741824\.json and .*b/QEMU_NVMe"
+                                                  r".* hold the same hardware class \(QEMU NVMe Ctrl firmware 7\.2\.22, "
+                                                  r"1073741824 bytes\); keep one"):
+        db.load_db(str(tmp_path / "a"), str(tmp_path / "b"))
+    with pytest.raises(db.CalibrationError, match="a database is a directory path, got ''"):
+        db.load_db("")
+
+
+# ----------------------------------------------------------------------------------------------
+# writing an entry
+
+def test_the_written_file_is_what_to_nice_json_wrote_and_reads_back(tmp_path):
+    from ansible.plugins.filter.core import to_nice_json
+    entry = db.merge_results(results())
+    text = db.entry_file_text(entry)
+    assert text == to_nice_json(entry, sort_keys=True) + "\n"
+    write(tmp_path, db.entry_file_name(entry), text)
+    assert db.load_db(str(tmp_path)) == [json.loads(json.dumps(entry))]
+
+
+def test_an_entry_that_would_not_read_back_is_not_written():
+    entry = db.merge_results(results())
+    entry["qos"]["rpct"] = 150
+    with pytest.raises(db.CalibrationError, match=r"the calibration entry to write is not a valid calibration entry: "
+                                                  r"qos\.rpct is 150"):
+        db.entry_file_text(entry)
+
+
+def test_the_report_is_named_after_the_database_file():
+    assert db.report_file_name(good_entry()) == "QEMU_NVMe_Ctrl__7.2.22__1073741824.html"
+
+
+def test_the_error_is_the_collections_one():
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate
+    assert db.CalibrationError is _calibrate.CalibrationError
+
+
+# ----------------------------------------------------------------------------------------------
+# matching a disk
+
+DISK = {"name": "nvme0n1", "model": "QEMU NVMe Ctrl", "firmware": "7.2.22", "size_bytes": 1073741824}
+
+
+def test_a_disk_takes_its_class_else_its_model_and_capacity_with_a_warning_never_another_size():
+    exact, other_fw = good_entry(), dict(good_entry(), firmware="8.0")
+    assert db.match_entry(DISK, [other_fw, exact]) == (exact, None)
+    entry, warning = db.match_entry(DISK, [other_fw])
+    assert entry is other_fw and warning == ("nvme0n1: no calibration for firmware 7.2.22 of QEMU NVMe Ctrl; using "
+                                             "the one measured on firmware 8.0")
+    assert db.match_entry(DISK, [dict(exact, capacity_bytes=2147483648)]) == (None, None)
+    assert db.match_entry(dict(DISK, size_bytes=None), [exact]) == (None, None)
+    # hand-written entries (io_baseline_calibration_db) need only the class keys
+    assert db.match_entry(DISK, [{"model": "QEMU NVMe Ctrl", "firmware": "7.2.22", "capacity_bytes": 1073741824}])[0]
+
+
+def test_a_result_and_a_disk_have_the_class_of_their_entry():
+    entry = db.merge_results(results())
+    assert db.device_class(RESULTS[0]["device"]) == db.entry_class(entry) == db.device_class(DISK)
+
+
 # ----------------------------------------------------------------------------------------------
 # hwdb
 
