@@ -122,10 +122,14 @@ class Purge:
         # ... then the boot helpers, which no rule runs any more
         helpers = [h.path for h in BOOT_HELPERS if h.path in paths]
         if queues:
-            self.step("blk_queue", lambda: self._blk_queue(queues))
+            self.step("blk_queue", lambda: _blk_queue.run(
+                {"devices": [{"device": d.stable_selector} for d in queues], "state": "absent", "adopt": False},
+                self.fs, self.check_mode))
         names = sysctl_names(self.fs)
         if names:
-            self.step("sysctl", lambda: self._sysctl(names))
+            self.step("sysctl", lambda: _sysctl.run(
+                {"sysctls": dict((n, {"state": "absent"}) for n in names), "persist": True, "adopt": False},
+                self.fs, self.check_mode))
         if any(o == "nvme_queues" for o, _p in owned):
             result = self.step("nvme_queues", lambda: _nvme_queues.reconcile(
                 {"state": "absent"}, self.fs, self.runner, self.check_mode))
@@ -137,21 +141,6 @@ class Purge:
         return {"changed": any(r.get("changed") for r in self.steps.values()), "diff": self.diff,
                 "found": sorted(paths), "steps": self.steps, "left": left,
                 "reboot_required": self.reboot_required, "warnings": self.warnings}
-
-    def _blk_queue(self, queues):
-        params = {"devices": [{"device": d.stable_selector} for d in queues], "state": "absent", "adopt": False}
-        wanted = _blk_queue.requests(params)
-        records = _blk_queue.resolve(DeviceResolver(self.fs), [selector for selector, _attrs in wanted])
-        settings, errors, plans = _blk_queue.build(self.fs, list(zip(records, [a for _s, a in wanted])), params,
-                                                   release=_blk_queue.kernel_release(self.fs))
-        reconciled = Reconciler(self.fs, check_mode=self.check_mode).run(settings, errors)
-        return _blk_queue.results(plans, reconciled, params, self.check_mode)
-
-    def _sysctl(self, names):
-        params = {"sysctls": dict((n, {"state": "absent"}) for n in names), "persist": True, "adopt": False}
-        settings, errors, warnings, _info = _sysctl.settings(self.fs, params)
-        result = _sysctl.flat_result(Reconciler(self.fs, check_mode=self.check_mode).run(settings, errors))
-        return result, warnings
 
 
 def run(fs, runner, check_mode):
