@@ -68,10 +68,10 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import MODPROBE_CONF as CONF_PATH, ManagedFile, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import MODPROBE_CONF as CONF_PATH, ManagedFile, owner, stamped
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, Setting
 
-OWNER = "aiinfra.io_isolation.nvme_queues"
+OWNER = owner("nvme_queues")
 PARAMETERS_DIR = nvme.DRIVER_PARAMETERS_DIR
 PARAMS = nvme.QUEUE_PARAMETERS
 # The driver's defaults (pci.c): what a boot without options gives.

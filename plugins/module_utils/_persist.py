@@ -183,19 +183,23 @@ class BootHelper:
         self.name = name
         self.path = "%s/%s" % (LIBEXEC_DIR, name)
         self.source = source
+        self._content = None
         self.module = module
         self.owner = owner(module)
 
     def content(self):
-        # The loader that imported it reads it back: zipimport inside AnsiballZ, ansible's collection
-        # loader or the file system elsewhere.
+        # Read once per process (every disk of a call asks for the same file). The loader that imported
+        # it reads it back: zipimport inside AnsiballZ, ansible's collection loader or the file system.
+        if self._content is not None:
+            return self._content
         loader = getattr(self.source, "__loader__", None)
         try:
             data = loader.get_data(self.source.__file__)
         except (AttributeError, OSError, NotImplementedError):
             with open(self.source.__file__, "rb") as f:
                 data = f.read()
-        return "#!/usr/bin/python3\n" + stamped(data.decode("utf-8"), self.owner)
+        self._content = "#!/usr/bin/python3\n" + stamped(data.decode("utf-8"), self.owner)
+        return self._content
 
     def file(self, adopt=False):
         # written before the rules that run it (order 900 < ManagedFile's 1000)

@@ -83,7 +83,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
-    SYSCTL_CONF, TMPFILES_CONF, TMPFILES_DROPIN, ManagedFile, is_managed, stamped,
+    SYSCTL_CONF, TMPFILES_CONF, TMPFILES_DROPIN, ManagedFile, is_managed, owner, stamped,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Reconciler, Setting
 
@@ -93,7 +93,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile im
 TMPFILES_DROPIN_BODY = ("# The scheduler tunables in %s are debugfs files: write them after debugfs is mounted.\n"
                         "[Unit]\nWants=sys-kernel-debug.mount\nAfter=sys-kernel-debug.mount\n" % TMPFILES_CONF)
 SYSTEMD_RUNNING = "/run/systemd/system"
-OWNER = "aiinfra.io_isolation.sysctl"
+OWNER = owner("sysctl")
 PROC_SYS = "/proc/sys"
 DEBUGFS_MOUNT = "/sys/kernel/debug"
 SCHED_DIR = DEBUGFS_MOUNT + "/sched"

@@ -45,11 +45,11 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs impor
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import stable_by_id_link
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
-    SYSTEMD_DROPIN_NAME as DROPIN_NAME, SYSTEMD_UNIT_DIR as UNIT_DIR, ManagedFile, stamped,
+    SYSTEMD_DROPIN_NAME as DROPIN_NAME, SYSTEMD_UNIT_DIR as UNIT_DIR, ManagedFile, owner as owner_of, stamped,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
 
-OWNER = "aiinfra.io_isolation.cgroup"
+OWNER = owner_of("cgroup")
 SECTIONS = {".slice": "Slice", ".service": "Service", ".scope": "Scope"}
 # Slices systemd itself defines; a unit file in /etc would replace the vendor one.
 BUILTIN_SLICES = ("-.slice", "system.slice", "user.slice", "machine.slice")
