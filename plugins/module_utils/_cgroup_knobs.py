@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import CHILD_IO_FILES
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import (
     CGROUP_FILES, MAX, CodecError, parse_rate,
 )
@@ -32,9 +33,16 @@ GROUPS = ("io", "memory", "cpu")
 RAW = {"type": "raw"}
 # A knob whose neutral value is the codec's value for a missing line (per-device files).
 FROM_CODEC = object()
+# A knob whose gate is the kernel options _capabilities.CHILD_IO_FILES lists for its file (if any).
+FROM_CAPABILITIES = object()
 # io.max and io.low rates may carry an explicit base ('10MB', '10MiB'); the kernel takes bytes.
 RATE_KEYS = ("rbps", "wbps")
-_IOCOST_GATE = "the kernel is built without CONFIG_BLK_CGROUP_IOCOST"
+
+
+def _gate(file, note=None):
+    """Why a kernel may lack ``file``: the build options come from ``_capabilities.CHILD_IO_FILES``."""
+    text = "the kernel is built without %s" % " and ".join(CHILD_IO_FILES[file])
+    return "%s (%s)" % (text, note) if note else text
 
 
 class Directive:
@@ -59,7 +67,8 @@ class Knob:
     line of it the knob owns, io.weight's ``default``; ``per_device``: a mapping of device to value,
     one line per disk). ``order``: cgroupfs write order. ``neutral``: what a fresh group holds, the
     value ``state: absent`` puts back; None when no write can put it back (io.low). ``gate``: why a
-    kernel may lack the file (None: every kernel with the controller has it). ``systemd``: the
+    kernel may lack the file (by default the build options ``_capabilities.CHILD_IO_FILES`` lists for
+    it; None: every kernel with the controller has it). ``systemd``: the
     directive(s) that persist it in a drop-in; ``no_systemd``: why there is none, and what to use.
     ``proportional``: a weight; a missing file (controller off) is not its neutral value, because
     the group's share then goes to its parent. ``adapt``: turns accepted input forms into the
@@ -67,7 +76,7 @@ class Knob:
     """
 
     def __init__(self, group, key, file, option, order, neutral=FROM_CODEC, per_device=False, line=None,
-                 systemd=(), no_systemd=None, gate=None, proportional=False, adapt=None):
+                 systemd=(), no_systemd=None, gate=FROM_CAPABILITIES, proportional=False, adapt=None):
         self.group = group
         self.key = key
         self.name = "%s.%s" % (group, key)
@@ -79,6 +88,8 @@ class Knob:
         self.line = line
         self.systemd = systemd if isinstance(systemd, tuple) else (systemd,)
         self.no_systemd = no_systemd
+        if gate is FROM_CAPABILITIES:
+            gate = _gate(file) if file in CHILD_IO_FILES else None
         self.gate = gate
         self.proportional = proportional
         self._adapt = adapt
@@ -138,17 +149,17 @@ def _memory(key, file, order, directive, neutral, **extra):
 # Module order within each group: argument spec, messages and drop-in lines follow it.
 KNOBS = (
     Knob("io", "weight", "io.weight", {"type": "int"}, 10, line="default", systemd=Directive("IOWeight"),
-         gate=_IOCOST_GATE, proportional=True),
+         proportional=True),
     Knob("io", "weights", "io.weight", {"type": "dict"}, 11, per_device=True, systemd=Directive("IODeviceWeight"),
-         gate=_IOCOST_GATE, proportional=True),
+         proportional=True),
     Knob("io", "max", "io.max", {"type": "dict"}, 12, per_device=True, adapt=_rates, systemd=(
         Directive("IOReadBandwidthMax", "rbps"), Directive("IOWriteBandwidthMax", "wbps"),
         Directive("IOReadIOPSMax", "riops"), Directive("IOWriteIOPSMax", "wiops"))),
     Knob("io", "latency", "io.latency", {"type": "dict"}, 13, per_device=True, adapt=_latency_target,
          systemd=Directive("IODeviceLatencyTargetSec"),
-         gate="the kernel is built without CONFIG_BLK_CGROUP_IOLATENCY (Debian's kernels leave it off)"),
+         gate=_gate("io.latency", "Debian's kernels leave it off")),
     Knob("io", "prio_class", "io.prio.class", {"type": "str"}, 15, neutral="no-change",
-         gate="the kernel is built without CONFIG_BLK_CGROUP_IOPRIO (Debian's kernels leave it off; it needs 5.14+)",
+         gate=_gate("io.prio.class", "Debian's kernels leave it off; it needs 5.14+"),
          no_systemd="systemd has no resource-control directive for the kernel file io.prio.class, and it owns the "
                     "cgroups of its units (a value written there directly is neither part of the unit nor restored "
                     "by systemd). Use manager: cgroupfs on a group below a unit with Delegate=yes, or give the unit's "
@@ -156,8 +167,8 @@ KNOBS = (
                     "is a per-process ioprio_set(2), not the cgroup policy"),
     # No write takes an io.low line back to "unset" (0 is ERANGE); it goes with the group.
     Knob("io", "low", "io.low", {"type": "dict"}, 14, neutral=None, per_device=True, adapt=_rates,
-         gate="the kernel has no CONFIG_BLK_DEV_THROTTLING_LOW (an experimental option Debian never built, removed "
-              "from Linux in 6.10); protect the group with io weights and iocost QoS instead",
+         gate=_gate("io.low", "an experimental option Debian never built, removed from Linux in 6.10") +
+         "; protect the group with io weights and iocost QoS instead",
          no_systemd="systemd has no directive for the kernel file io.low (and kernels since 6.10 have no io.low at "
                     "all). Use manager: cgroupfs on a group below a unit with Delegate=yes, on a kernel built with "
                     "CONFIG_BLK_DEV_THROTTLING_LOW"),

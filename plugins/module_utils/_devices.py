@@ -49,9 +49,11 @@ BY_PATH = "/dev/disk/by-path"
 KINDS = ("nvme", "nvme-multipath-head", "nvme-path", "virtio", "scsi", "dm", "md", "loop", "other")
 
 _MAJMIN_RE = re.compile(r"^(\d+):(\d+)$")
-_NVME_PATH_RE = re.compile(r"^nvme(\d+)c(\d+)n(\d+)$")
-_NVME_NS_RE = re.compile(r"^nvme(\d+)n(\d+)$")
-_NVME_CTRL_RE = re.compile(r"^nvme\d+$")
+# NVMe kernel names, here because a disk's kind depends on them; _nvme builds on these.
+# A namespace disk nvme<C>n<N>, or under native multipath the head nvme<S>n<N> and its hidden
+# path disks nvme<S>c<C>n<N> (subsystem S, controller C), which carry the head's blk-mq queues.
+NVME_CTRL_NAME = re.compile(r"^nvme(\d+)$")
+NVME_PATH_NAME = re.compile(r"^nvme(\d+)c(\d+)n(\d+)$")
 _LOOP_RE = re.compile(r"^loop\d+$")
 _MD_RE = re.compile(r"^md\d+$")
 _WWN_SCHEMES = ("naa.", "eui.", "uuid.", "t10.", "nvme.")
@@ -67,8 +69,21 @@ FIELDS = (
 )
 
 
-def _natural_key(name):
+def natural(name):
+    """Sort key: nvme2 before nvme10."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def multipath_head(disk):
+    """The head ``nvme<S>n<N>`` I/O goes through for path disk ``nvme<S>c<C>n<N>``; None for other disks."""
+    m = NVME_PATH_NAME.match(disk)
+    return "nvme%sn%s" % (m.group(1), m.group(3)) if m else None
+
+
+def path_controller(disk):
+    """The controller ``nvme<C>`` of path disk ``nvme<S>c<C>n<N>``; None for other disks."""
+    m = NVME_PATH_NAME.match(disk)
+    return "nvme%s" % m.group(2) if m else None
 
 
 def normalize_wwn(value):
@@ -236,14 +251,12 @@ class DeviceResolver:
 
     # -- records --------------------------------------------------------------------------
     def _nvme_paths_of_head(self, name, base):
-        paths = [p for p in self.fs.listdir(base + "/multipath") if _NVME_PATH_RE.match(p)]
+        paths = [p for p in self.fs.listdir(base + "/multipath") if NVME_PATH_NAME.match(p)]
         if paths:
-            return sorted(paths, key=_natural_key)
+            return sorted(paths, key=natural)
         # Older kernels (< 6.14) have no multipath/ links: path nvmeScCnN belongs to head nvmeSnN.
-        m = _NVME_NS_RE.match(name)
-        out = [e for e in self.fs.listdir(SYS_BLOCK)
-               if m and _NVME_PATH_RE.match(e) and _NVME_PATH_RE.match(e).group(1, 3) == m.group(1, 2)]
-        return sorted(out, key=_natural_key)
+        out = [e for e in self.fs.listdir(SYS_BLOCK) if multipath_head(e) == name]
+        return sorted(out, key=natural)
 
     def _kind(self, name, base, major, dev_subsys, dev_name):
         if self.fs.isdir(base + "/dm"):
@@ -254,8 +267,8 @@ class DeviceResolver:
             return "loop"
         if dev_subsys == "nvme-subsystem" or (dev_name or "").startswith("nvme-subsys"):
             return "nvme-multipath-head"
-        if dev_subsys == "nvme" or _NVME_CTRL_RE.match(dev_name or ""):
-            return "nvme-path" if _NVME_PATH_RE.match(name) else "nvme"
+        if dev_subsys == "nvme" or NVME_CTRL_NAME.match(dev_name or ""):
+            return "nvme-path" if NVME_PATH_NAME.match(name) else "nvme"
         if dev_subsys == "virtio" or (dev_name or "").startswith("virtio"):
             return "virtio"
         if dev_subsys == "scsi" or self.fs.exists(base + "/device/scsi_level"):
@@ -332,8 +345,8 @@ class DeviceResolver:
         elif kind == "loop":
             rec.backing_file = self._read_nonempty(base + "/loop/backing_file")
         if kind in ("dm", "md"):
-            rec.slaves = sorted(self.fs.listdir(base + "/slaves"), key=_natural_key)
-        rec.holders = sorted(self.fs.listdir(base + "/holders"), key=_natural_key)
+            rec.slaves = sorted(self.fs.listdir(base + "/slaves"), key=natural)
+        rec.holders = sorted(self.fs.listdir(base + "/holders"), key=natural)
         return rec
 
     def _partition_record(self, name):
@@ -398,7 +411,7 @@ class DeviceResolver:
     def list_disks(self, include_empty=False):
         """Visible whole disks (no hidden NVMe path devices), natural order by name."""
         out = []
-        for name in sorted(self._all_disks(), key=_natural_key):
+        for name in sorted(self._all_disks(), key=natural):
             rec = self._all_disks()[name]
             if rec.hidden:
                 continue
@@ -513,9 +526,8 @@ class DeviceResolver:
         return rec
 
     def _hidden_message(self, said, rec):
-        m = _NVME_PATH_RE.match(rec.name)
-        if m:
-            head = "nvme%sn%s" % (m.group(1), m.group(3))
+        head = multipath_head(rec.name)
+        if head:
             return ("%s is a hidden per-path device of the NVMe native-multipath head %s (via controller %s): "
                     "it has no device number, so cgroup io files cannot address it; use %s"
                     % (said, head, rec.controller, head))

@@ -15,6 +15,7 @@ __metaclass__ = type
 import errno
 import re
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import detect, parse_systemd_version
@@ -23,14 +24,14 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups impo
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 
-QUEUE_FACTS = ("scheduler", "nr_requests", "wbt_lat_usec", "read_ahead_kb", "nomerges", "rq_affinity",
-               "io_poll", "io_poll_delay", "max_sectors_kb", "rotational", "iostats", "add_random",
-               "write_cache")
-CGROUP_FACTS = ("cgroup.controllers", "cgroup.subtree_control", "io.weight", "io.max", "io.latency",
-                "io.prio.class", "io.bfq.weight", "io.low", "io.stat", "io.pressure", "memory.current",
-                "memory.min", "memory.low", "memory.high", "memory.max", "memory.swap.max",
-                "memory.swap.high", "memory.zswap.max", "memory.oom.group", "memory.pressure",
-                "cpu.weight", "cpu.max", "cpu.pressure")
+# Every queue file the codecs know, plus io_poll_delay (no codec: it does nothing since 6.4, but
+# what the kernel stores there is still worth showing).
+QUEUE_FACTS = tuple(codecs.QUEUE_ATTRIBUTES) + ("io_poll_delay",)
+# The cgroup module's knob files, plus what io_facts reads that no option sets.
+CGROUP_FACTS = (("cgroup.controllers", "cgroup.subtree_control")
+                + tuple(sorted(set(k.file for k in knobs.KNOBS)))
+                + ("io.bfq.weight", "io.stat", "io.pressure", "memory.current", "memory.swap.high",
+                   "memory.pressure", "cpu.pressure"))
 
 
 class Reader:

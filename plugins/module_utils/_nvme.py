@@ -34,15 +34,14 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_mounts
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import (  # noqa: F401 (re-exported)
+    NVME_CTRL_NAME as CTRL_NAME, DeviceError, DeviceResolver, multipath_head, natural, path_controller,
+)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 
 SYS_CLASS_NVME = "/sys/class/nvme"
-CTRL_NAME = re.compile(r"^nvme(\d+)$")
-# A namespace disk on a controller: nvme<C>n<N>, or under native multipath the hidden path disk
-# nvme<S>c<C>n<N> (subsystem S, controller C), which carries the blk-mq queues of head nvme<S>n<N>.
+# Namespace disks below a controller's directory: nvme<C>n<N>, or path disks nvme<S>c<C>n<N>.
 NS_NAME = re.compile(r"^nvme(\d+)(?:c(\d+))?n(\d+)$")
-PATH_NS_NAME = re.compile(r"^nvme(\d+)c(\d+)n(\d+)$")
 CONTROLLER_ATTRS = ("serial", "model", "firmware_rev", "transport", "state", "address", "subsysnqn", "cntlid",
                     "queue_count")
 
@@ -51,11 +50,6 @@ def _warn(warnings, message):
     # Callers read the same files more than once per run (before and after a change): say it once.
     if warnings is not None and message not in warnings:
         warnings.append(message)
-
-
-def natural(name):
-    """Sort key: nvme2 before nvme10."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
 # == controllers in sysfs =======================================================================
@@ -108,18 +102,6 @@ def scan_controllers(fs, warnings=None):
             queue_count=int(attrs["queue_count"]) if (attrs["queue_count"] or "").isdigit() else None,
             namespaces=sorted(e for e in fs.listdir(base) if NS_NAME.match(e)))
     return out
-
-
-def multipath_head(disk):
-    """The head ``nvme<S>n<N>`` I/O goes through for path disk ``nvme<S>c<C>n<N>``; None for other disks."""
-    m = PATH_NS_NAME.match(disk)
-    return "nvme%sn%s" % (m.group(1), m.group(3)) if m else None
-
-
-def path_controller(disk):
-    """The controller ``nvme<C>`` of path disk ``nvme<S>c<C>n<N>``; None for other disks."""
-    m = PATH_NS_NAME.match(disk)
-    return "nvme%s" % m.group(2) if m else None
 
 
 class ControllerError(Exception):

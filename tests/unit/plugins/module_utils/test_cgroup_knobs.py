@@ -8,6 +8,7 @@ from simcgroup import controller_files
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import CHILD_IO_FILES
 
 ALL_FEATURES = {"io_latency": True, "io_prio": True, "io_low": True}
 
@@ -55,8 +56,13 @@ def test_every_knob_persists_through_systemd_or_says_why_not():
 
 def test_gates_name_the_kernel_option():
     gated = dict((k.name, k.gate) for k in knobs.KNOBS if k.gate)
-    assert sorted(gated) == ["io.latency", "io.low", "io.prio_class", "io.weight", "io.weights"]
+    assert sorted(gated) == ["io.latency", "io.low", "io.max", "io.prio_class", "io.weight", "io.weights"]
     assert "CONFIG_BLK_CGROUP_IOPRIO" in gated["io.prio_class"] and gated["io.weight"] == gated["io.weights"]
+    # The build options are declared once, in _capabilities (which io_facts' detection reads too).
+    for knob in knobs.KNOBS:
+        if knob.gate:
+            assert all(option in knob.gate for option in CHILD_IO_FILES[knob.file]), knob.name
+    assert gated["io.max"] == "the kernel is built without CONFIG_BLK_DEV_THROTTLING"
 
 
 @pytest.mark.parametrize("name, want, satisfied", [
