@@ -31,9 +31,19 @@ options:
     description:
       - Database directories on the controller. A relative path is relative to the playbook's directory. The
         entries of all of them are returned, and a hardware class found in two of them is an error.
+      - Not given together with O(default_dir).
     type: list
     elements: path
-    required: true
+  default_dir:
+    description:
+      - Return the database directory the collection's roles use by default instead of reading entries - the
+        inventory-wide C(io_isolation_calibration_dir), else C(calibration-db) beside the inventory (beside the
+        playbook without an inventory directory). The P(aiinfra.io_isolation.calibration#role) and
+        P(aiinfra.io_isolation.io_baseline#role) roles take their defaults from it, so the location is decided in
+        one place.
+    type: bool
+    default: false
+    version_added: 0.2.0
 notes:
   - Only the controller's files are read; nothing runs on the managed hosts.
 seealso:
@@ -49,6 +59,10 @@ EXAMPLES = r"""
     iocost_devices: >-
       {{ data_disks | aiinfra.io_isolation.iocost_plan({}, query('aiinfra.io_isolation.calibration_db',
          playbook_dir ~ '/calibration')) }}
+
+- name: Where the roles keep the database unless told otherwise
+  ansible.builtin.debug:
+    msg: "{{ lookup('aiinfra.io_isolation.calibration_db', default_dir=true) }}"
 
 - name: The same with lookup()
   ansible.builtin.debug:
@@ -66,15 +80,24 @@ _list:
 """
 
 from ansible.errors import AnsibleLookupError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import CalibrationError, load_db
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import CalibrationError, default_dir, load_db
 
 
 class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
+        # Read before set_options: the option only switches what is returned.
+        want_default = boolean(kwargs.pop("default_dir", False), strict=True)
         self.set_options(var_options=variables, direct=kwargs)
+        if want_default:
+            if terms:
+                raise AnsibleLookupError("calibration_db: give directories or default_dir=true, not both")
+            return [default_dir(variables or {})]
+        if not terms:
+            raise AnsibleLookupError("calibration_db: name at least one database directory (or ask for default_dir=true)")
         try:
             return load_db(*terms, basedir=self.get_basedir(variables or {}))
         except CalibrationError as e:

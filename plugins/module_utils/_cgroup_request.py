@@ -51,10 +51,11 @@ def _clean(group):
 class Request:
     """The module's parameters, checked in the order that names the real reason for a refusal.
 
-    First the input's own form (the name: a unit or a path), before the host is even asked; then
-    the host (systemd, cgroup v2, who owns the group); then what the kernel and the manager can
-    carry (a knob whose kernel file is missing is refused for that, whatever its value); last the
-    values themselves, against this kernel.
+    First the input's own form, before the host is even asked: the name (a unit or a path; a
+    unit-like name with shell metacharacters is an invalid unit name) and each value a kernel may
+    lack the file for (io.prio_class 3 is no policy on any kernel); then the host (systemd, cgroup
+    v2, who owns the group); then what the kernel and the manager can carry (a knob whose kernel
+    file is missing is refused for that); last the per-device values, against this kernel.
     """
 
     def __init__(self, params, fs, runner):
@@ -127,6 +128,23 @@ class Request:
             self.values[knob.group].pop(knob.key, None)
         else:
             self.errors.append(message)
+
+    def check_forms(self):
+        """The own form of each value a kernel may lack the file for, before anything about the host.
+
+        A value no kernel takes (io.prio_class 3) is refused for that, not for what this kernel or
+        manager lacks; per-device values are checked once their disks resolve.
+        """
+        if self.state != "present":
+            return
+        for knob in knobs.KNOBS:
+            if not knob.gate or knob.per_device or knob.key not in self.values[knob.group]:
+                continue
+            value = self.values[knob.group][knob.key]
+            problems = knob.codec.validate({knob.line: value} if knob.line else value)
+            if problems:
+                self.errors.extend(problems)
+                self.values[knob.group].pop(knob.key)
 
     def check_features(self):
         """Knobs this kernel has no file for, or the manager cannot carry, before any value is looked at."""
@@ -379,7 +397,10 @@ def kernel_values(fs, directory, names):
 
 def reconcile(params, fs, runner, check_mode=False):
     """Run the cgroup module's request; returns the result dict (with ``warnings``). Raises RequestError."""
-    req = Request(params, fs, runner)
+    req = Request(params, fs, runner)   # the name's own form
+    req.check_forms()
+    if req.errors:
+        raise RequestError(req.errors)
     top = req.check_host()
     if req.state == "present":
         req.check_features()

@@ -23,6 +23,10 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 UNIT_SUFFIXES = (".slice", ".service", ".scope")
 # systemd unit names: ASCII letters, digits, ":-_.\" and "@" for instances; at most 255 chars.
 _UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
+# A unit name followed by anything but a path separator ("inference.slice; touch x") was meant as a unit.
+_UNIT_LIKE_RE = re.compile(r"^[^/]*\.(slice|service|scope)(?![A-Za-z0-9/])")
+# Whitespace and shell metacharacters: no unit, and no group this collection manages, is named so.
+_SHELL_RE = re.compile(r"[\s;|&$`'\"<>(){}*?!#]")
 
 
 class CgroupNameError(ValueError):
@@ -73,7 +77,7 @@ def resolve(name, root=CGROUP_ROOT):
         raw = raw[len(root) + 1:]
     elif raw == root:
         raw = ""
-    if is_unit_name(raw):
+    if is_unit_name(raw) or (_UNIT_LIKE_RE.match(raw) and _SHELL_RE.search(raw)):
         problems = validate_unit_name(raw)
         if problems:
             raise CgroupNameError("; ".join(problems))
@@ -86,8 +90,9 @@ def resolve(name, root=CGROUP_ROOT):
         raise CgroupNameError("cgroup path %r is outside %s; give it relative to the cgroup root "
                               "(e.g. 'system.slice/foo.service' or 'workloads/inference')" % (name, root))
     for p in parts:
-        if p.startswith("cgroup.") or "\n" in p:
-            raise CgroupNameError("cgroup path component %r is not a valid group name" % p)
+        if p.startswith("cgroup.") or _SHELL_RE.search(p):
+            raise CgroupNameError("cgroup path component %r is not a valid group name (whitespace and shell "
+                                  "metacharacters are refused)" % p)
     return (root + "/" + "/".join(parts)).rstrip("/") if parts else root
 
 

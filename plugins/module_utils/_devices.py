@@ -554,28 +554,40 @@ class DeviceResolver:
 
     def resolve_many(self, selectors, allow_partition=False, require_mq=False, allow_duplicates=False):
         """Resolve a list; all failures (and duplicates) are reported together in one DeviceError."""
-        selectors = list(selectors)
-        records, errors, seen = [], [], {}
-        for selector in selectors:
-            try:
-                rec = self.resolve(selector, allow_partition=allow_partition, require_mq=require_mq)
-            except DeviceError as e:
-                errors.append(e)
-                continue
-            if not allow_duplicates and rec.name in seen:
-                errors.append(DeviceError(
-                    "%r and %r both resolve to %s; list each disk once" % (seen[rec.name], selector, rec.summary()),
-                    selector=selector, reason="duplicate", candidates=[rec.brief()]))
-                continue
-            seen[rec.name] = selector
-            records.append(rec)
-        if errors:
-            if len(errors) == 1:
-                raise errors[0]
-            msg = "%d of %d device selectors failed:\n%s" % (
-                len(errors), len(selectors), "\n".join("- " + e.message for e in errors))
-            raise DeviceError(msg, selector=[e.selector for e in errors], reason="several", errors=errors)
-        return records
+        def duplicate(first, selector, rec):
+            return DeviceError("%r and %r both resolve to %s; list each disk once" % (first, selector, rec.summary()),
+                               selector=selector, reason="duplicate", candidates=[rec.brief()])
+
+        return resolve_each(selectors, lambda s: self.resolve(s, allow_partition=allow_partition, require_mq=require_mq),
+                            DeviceError, "device", None if allow_duplicates else duplicate)
+
+
+def resolve_each(selectors, resolve, error_class, what, duplicate=None):
+    """``resolve`` each selector; every failure (and, with ``duplicate``, each second selector of the
+    same ``.name``) is reported together in one ``error_class`` - the user fixes a list in one go.
+
+    Disks (DeviceResolver) and NVMe controllers (_nvme.ControllerResolver) share this.
+    """
+    selectors = list(selectors)
+    found, errors, seen = [], [], {}
+    for selector in selectors:
+        try:
+            item = resolve(selector)
+        except error_class as e:
+            errors.append(e)
+            continue
+        if duplicate is not None and item.name in seen:
+            errors.append(duplicate(seen[item.name], selector, item))
+            continue
+        seen[item.name] = selector
+        found.append(item)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise error_class("%d of %d %s selectors failed:\n%s" % (
+            len(errors), len(selectors), what, "\n".join("- " + e.message for e in errors)),
+            selector=[e.selector for e in errors], reason="several", errors=errors)
+    return found
 
 
 def _stable_candidates(rec):

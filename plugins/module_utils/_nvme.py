@@ -35,7 +35,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_mounts
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import (  # noqa: F401 (re-exported)
-    NVME_CTRL_NAME as CTRL_NAME, DeviceError, DeviceResolver, multipath_head, natural, path_controller,
+    NVME_CTRL_NAME as CTRL_NAME, DeviceError, DeviceResolver, multipath_head, natural, path_controller, resolve_each,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 
@@ -107,11 +107,12 @@ def scan_controllers(fs, warnings=None):
 class ControllerError(Exception):
     """A selector that does not name exactly one NVMe controller (``reason`` as in DeviceError)."""
 
-    def __init__(self, message, selector=None, reason="not_found", candidates=None):
+    def __init__(self, message, selector=None, reason="not_found", candidates=None, errors=None):
         self.message = message
         self.selector = selector
         self.reason = reason
         self.candidates = candidates or []
+        self.errors = errors or []
         super(ControllerError, self).__init__(message)
 
 
@@ -235,27 +236,11 @@ class ControllerResolver:
 
     def resolve_many(self, selectors):
         """All selectors -> controllers; every failure (and duplicates) reported in one ControllerError."""
-        found, errors, seen = [], [], {}
-        for selector in selectors:
-            try:
-                ctrl = self.resolve(selector)
-            except ControllerError as e:
-                errors.append(e)
-                continue
-            if ctrl.name in seen:
-                errors.append(ControllerError("%r and %r both name controller %s; list each controller once"
-                                              % (seen[ctrl.name], selector, ctrl.summary()),
-                                              selector=selector, reason="duplicate"))
-                continue
-            seen[ctrl.name] = selector
-            found.append(ctrl)
-        if errors:
-            if len(errors) == 1:
-                raise errors[0]
-            raise ControllerError("%d of %d controller selectors failed:\n%s" % (
-                len(errors), len(selectors), "\n".join("- " + e.message for e in errors)),
-                selector=[e.selector for e in errors], reason="several")
-        return found
+        def duplicate(first, selector, ctrl):
+            return ControllerError("%r and %r both name controller %s; list each controller once"
+                                   % (first, selector, ctrl.summary()), selector=selector, reason="duplicate")
+
+        return resolve_each(selectors, self.resolve, ControllerError, "controller", duplicate)
 
 
 # == the driver's queue parameters ==============================================================

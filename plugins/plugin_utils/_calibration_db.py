@@ -436,6 +436,24 @@ def parse_entry_file_name(name):
 # ----------------------------------------------------------------------------------------------
 # the database directory
 
+DEFAULT_DIR_NAME = "calibration-db"
+
+
+def default_dir(variables):
+    """The database both roles use unless told otherwise: ``io_isolation_calibration_dir`` (the
+    inventory-wide setting), else ``calibration-db`` beside the inventory (beside the playbook
+    without one)."""
+    def given(name):
+        # A lookup sees an unset inventory_dir (inventory given as "host,") as the text "None".
+        value = variables.get(name)
+        return value if value not in (None, "", "None") else None
+
+    configured = given("io_isolation_calibration_dir")
+    if configured:
+        return configured
+    return os.path.join(given("inventory_dir") or given("playbook_dir") or ".", DEFAULT_DIR_NAME)
+
+
 def load_db(*directories, basedir=None):
     """Entries from ``<directory>/*.json`` of each directory in turn, each sorted by file name.
 

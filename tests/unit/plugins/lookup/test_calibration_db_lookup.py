@@ -95,6 +95,19 @@ def test_a_term_that_is_not_a_path_is_refused():
         run([""])
 
 
+def test_default_dir_is_decided_here(tmp_path):
+    lookup = LookupModule()
+    ask = lambda variables, terms=(): lookup.run(list(terms), variables=variables, default_dir=True)
+    assert ask({"inventory_dir": "/inv", "playbook_dir": "/pb"}) == ["/inv/calibration-db"]
+    assert ask({"inventory_dir": None, "playbook_dir": "/pb"}) == ["/pb/calibration-db"]
+    assert ask({"inventory_dir": "None", "playbook_dir": "/pb"}) == ["/pb/calibration-db"]   # "-i host,"
+    assert ask({"io_isolation_calibration_dir": "/srv/db", "inventory_dir": "/inv"}) == ["/srv/db"]
+    with pytest.raises(AnsibleLookupError, match="not both"):
+        ask({}, ["/srv/db"])
+    with pytest.raises(AnsibleLookupError, match="name at least one database directory"):
+        run([])
+
+
 PLAYBOOK = """
 - hosts: localhost
   gather_facts: false
@@ -110,6 +123,7 @@ PLAYBOOK = """
           one_plain_is_the_entry: "{{ lookup('aiinfra.io_isolation.calibration_db', base ~ '/one') is mapping }}"
           two_query: "{{ query('aiinfra.io_isolation.calibration_db', base ~ '/two') | map(attribute='model') }}"
           relative: "{{ query('aiinfra.io_isolation.calibration_db', 'two') | length }}"
+          default_dir: "{{ lookup('aiinfra.io_isolation.calibration_db', default_dir=true) }}"
           plan: "{{ [disk] | aiinfra.io_isolation.iocost_plan({}, query('aiinfra.io_isolation.calibration_db',
                     base ~ '/one')) }}"
     - name: Show it
@@ -140,5 +154,6 @@ def test_documented_usage_in_a_playbook(tmp_path):
     assert out["one_plain_is_the_entry"] is True   # the caveat the documentation gives
     assert out["two_query"] == ["AAA Disk", "QEMU NVMe Ctrl"]
     assert out["relative"] == 2
+    assert out["default_dir"] == str(tmp_path / "calibration-db")   # no inventory file: beside the playbook
     assert out["plan"]["sources"] == {"lab-nvme-a": "calibration"}
     assert out["plan"]["devices"][0]["model"]["rbps"] == 1100000000

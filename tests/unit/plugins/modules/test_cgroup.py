@@ -506,9 +506,9 @@ BAD = [
      "vda1 (254:1) is a partition of vda"),
     ({"io": {"weights": {"nvme0n1": 100, "/dev/nvme0n1": 200}}}, "are the same disk nvme0n1",
      "are the same disk nvme0n1"),
-    ({"io": {"prio_class": "3"}}, "io.prio_class for inference.slice cannot be applied with manager: systemd",
-     "'3' is not a policy"),
-    ({"io": {"prio_class": 3}}, "io.prio_class for inference.slice cannot be applied", "'3' is not a policy"),
+    # the value's own form before the manager's or the kernel's capabilities (issue 21): 3 is no policy anywhere
+    ({"io": {"prio_class": "3"}}, "'3' is not a policy", "'3' is not a policy"),
+    ({"io": {"prio_class": 3}}, "'3' is not a policy", "'3' is not a policy"),
     ({"io": {"latency": {"lab-nvme-a": 5000}}}, "io.latency needs the kernel file io.latency",
      "io.latency needs the kernel file io.latency"),
     ({"cpu": {"weight": 0}}, "out of range 1..10000", "cpu.weight"),
@@ -662,48 +662,50 @@ def test_cgroupfs_refuses_the_unit_itself_by_unit_name(ro_lab):
     ro_lab.assert_nothing_changed()
 
 
-# The real reason first: the name's own form, then the host (who owns the group), then what the
-# kernel has, then the values (issue 21).
+# The real reason first: the input's own form (the name, then each value), then the host (who owns
+# the group), then what the kernel has, then the per-device values (issue 21).
 PWNED = "inference.slice; touch /etc/pwned"
-NOT_BELOW = "Invalid request (nothing was changed): %s/%s is not below a systemd service or scope, so systemd owns it"
 
 
 @pytest.mark.parametrize("manager", ["auto", "cgroupfs"])
-def test_a_unit_like_name_with_shell_metacharacters_is_refused_as_a_group_systemd_owns(ro_lab, manager):
-    # The '/' makes it a path (a unit name has none): raw cgroupfs, which a systemd host allows only below a
-    # Delegate=yes service or scope. That is the reason, not the name's characters, nor what else the request
-    # asks (a kernel file this kernel lacks, a value that is no policy).
+def test_a_unit_like_name_with_shell_metacharacters_is_refused_for_its_characters(ro_lab, manager):
+    # Not "not below a systemd service or scope" (the '/' in '/etc/pwned' would make it a path): it was meant
+    # as a unit, and its characters are the reason - before the host, the kernel's files or the values.
     result = ro_lab.run(name=PWNED, manager=manager, io={"latency": {"lab-nvme-a": 5000}, "prio_class": 3})
-    assert result["failed"] and result["msg"].startswith(NOT_BELOW % (CG, PWNED)), result["msg"]
-    assert result["errors"] == [result["msg"][len("Invalid request (nothing was changed): "):]]
-    for other in ("unit name", "characters", "io.latency", "is not a policy"):
+    assert result["failed"] and "has characters systemd does not allow" in result["msg"], result["msg"]
+    for other in ("not below a systemd service or scope", "io.latency", "is not a policy"):
         assert other not in result["msg"]
     ro_lab.assert_nothing_changed()
-    assert ro_lab.config_files() == [] and ro_lab.systemd.calls == [["systemctl", "--version"]]
+    assert ro_lab.config_files() == [] and ro_lab.systemd.calls == []     # refused before systemd is asked
     assert not os.path.exists(ro_lab.host.path("/etc/pwned")) and not os.path.exists(ro_lab.host.path(CG + "/" + PWNED))
 
 
-def test_a_path_through_a_directory_named_like_a_unit_is_not_below_a_unit(ro_lab):
-    # 'x;reboot.service' is no name systemd gives a unit: a plain directory, not a unit to ask about delegation.
+def test_a_path_through_a_directory_named_with_shell_metacharacters_is_refused_for_its_name(ro_lab):
     name = "system.slice/x;reboot.service/workloads"
     result = ro_lab.run(name=name, io={"weight": 300})
-    assert result["failed"] and result["msg"].startswith(NOT_BELOW % (CG, name)), result["msg"]
-    assert "unit name" not in result["msg"]
+    assert result["failed"] and "'x;reboot.service' is not a valid group name" in result["msg"], result["msg"]
+    assert "not below a systemd service or scope" not in result["msg"]
     ro_lab.assert_nothing_changed()
-    assert ro_lab.systemd.calls == [["systemctl", "--version"]]
+    assert ro_lab.systemd.calls == []
 
 
 @pytest.mark.parametrize("manager, name", [("cgroupfs", WORKLOAD), ("systemd", "inference.slice")])
-def test_prio_class_3_on_a_kernel_without_io_prio_class_is_refused_for_the_missing_file(make_lab, manager, name):
+def test_prio_class_3_is_refused_as_no_policy_before_the_kernel_or_manager_is_asked(make_lab, manager, name):
     lab = make_lab(version=257, io_prio=False)
-    missing = ("io.prio_class needs the kernel file io.prio.class, which this kernel (%s) does not have: the kernel is "
-               "built without CONFIG_BLK_CGROUP_IOPRIO" % os.uname()[2])
     result = lab.run(name=name, manager=manager, io={"weight": 300, "prio_class": 3})
-    assert result["failed"] and missing in result["msg"], result["msg"]
-    assert result["errors"][0].startswith(missing) and "is not a policy" not in result["msg"]
+    assert result["failed"] and "'3' is not a policy" in result["msg"], result["msg"]
+    for other in ("does not have", "cannot be applied with manager"):
+        assert other not in result["msg"]
     lab.assert_nothing_changed()
     assert lab.config_files() == []
-    warned = lab.run(name=name, manager=manager, when_unsupported="warn", io={"weight": 300, "prio_class": 3})
+    # A policy name on a kernel without the file: refused for the missing file, or skipped with a warning.
+    missing = ("io.prio_class needs the kernel file io.prio.class, which this kernel (%s) does not have: the kernel is "
+               "built without CONFIG_BLK_CGROUP_IOPRIO" % os.uname()[2])
+    result = lab.run(name=name, manager=manager, io={"weight": 300, "prio_class": "idle"})
+    assert result["failed"] and missing in result["msg"], result["msg"]
+    assert result["errors"][0].startswith(missing)
+    lab.assert_nothing_changed()
+    warned = lab.run(name=name, manager=manager, when_unsupported="warn", io={"weight": 300, "prio_class": "idle"})
     assert not warned.get("failed"), warned["msg"]
     assert len(lab.warnings) == 1 and lab.warnings[0].startswith(missing), lab.warnings
     assert "io.prio.class" not in warned["kernel"]
@@ -944,3 +946,37 @@ def test_a_device_weight_from_another_dropin_is_left_to_that_dropin(make_lab):
     assert "IODeviceWeight=%s 80" % lab.link("nvme0n1") in call
     assert not [a for a in call if a.startswith("IODeviceWeight=%s" % lab.link("nvme1n1"))]
     assert lab.run(name="inference.slice", io={"weight": 80})["changed"] is False
+
+
+# -- the input's own form is checked before the host's capabilities (issue 21) ------------------------
+
+@pytest.mark.parametrize("manager", ["auto", "systemd", "cgroupfs"])
+@pytest.mark.parametrize("name", ["inference.slice; touch /etc/pwned", "inference.slice && reboot",
+                                  "vllm.service $(id)"])
+def test_a_unit_name_with_shell_metacharacters_is_an_invalid_unit_name(make_lab, manager, name):
+    lab = make_lab()
+    before = lab.config_files()
+    result = lab.run(name=name, manager=manager, io={"weight": 100})
+    assert result["failed"] and "has characters systemd does not allow" in result["msg"], result["msg"]
+    assert "not below a systemd service or scope" not in result["msg"]
+    assert lab.kernel.writes == [] and lab.mutating_calls() == [] and lab.config_files() == before
+
+
+def test_a_path_component_with_shell_metacharacters_is_refused(make_lab):
+    lab = make_lab()
+    result = lab.run(name="system.slice/runtime.service/work loads;x", manager="cgroupfs", io={"weight": 100})
+    assert result["failed"] and "'work loads;x' is not a valid group name" in result["msg"]
+    assert lab.kernel.writes == [] and lab.mutating_calls() == []
+
+
+@pytest.mark.parametrize("io_prio", [True, False])
+def test_prio_class_3_is_refused_as_not_a_policy_whatever_the_kernel_has(make_lab, io_prio):
+    lab = make_lab(io_prio=io_prio)
+    result = lab.run(name=WORKLOAD, manager="cgroupfs", io={"prio_class": 3})
+    assert result["failed"] and "'3' is not a policy" in result["msg"], result["msg"]
+    assert "does not have" not in result["msg"]
+    assert lab.kernel.writes == [] and lab.mutating_calls() == []
+    # a valid policy on a kernel without the file: refused for the missing file
+    if not io_prio:
+        result = lab.run(name=WORKLOAD, manager="cgroupfs", io={"prio_class": "idle"})
+        assert result["failed"] and "needs the kernel file io.prio.class" in result["msg"]
