@@ -47,7 +47,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     BLK_QUEUE_RULES, PersistError, is_managed, udev_match,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, RequestError, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Part, RequestError, Setting, run_part
 
 NVME_QUEUES = "aiinfra.io_isolation.nvme_queues"
 IOCOST_QOS = "/sys/fs/cgroup/io.cost.qos"
@@ -812,13 +812,21 @@ def results(plans, reconciled, params, check_mode):
     return {"changed": reconciled["changed"], "diff": diff, "devices": devices, "persisted_to": persisted}, warnings
 
 
-def run(params, fs, check_mode):
-    """The module call: resolve, build, one engine run, the per-disk report."""
+def part(params, fs, resolver=None):
+    """Resolve, build: the engine part whose report is the per-disk result."""
     wanted = requests(params)
-    records = resolve(DeviceResolver(fs), [selector for selector, _attrs in wanted])
+    records = resolve(resolver or DeviceResolver(fs), [selector for selector, _attrs in wanted])
     settings, errors, plans = build(fs, list(zip(records, [attrs for _s, attrs in wanted])), params,
                                     release=kernel_release(fs))
-    reconciled = Reconciler(fs, check_mode=check_mode).run(settings, errors)
-    result, warnings = results(plans, reconciled, params, check_mode)
-    result["warnings"] = warnings
-    return result
+
+    def report(reconciled, check_mode):
+        result, warnings = results(plans, reconciled, params, check_mode)
+        result["warnings"] = warnings
+        return result
+
+    return Part(settings, errors, report)
+
+
+def run(params, fs, check_mode):
+    """The module call: one engine run of the part, the per-disk report."""
+    return run_part(fs, part(params, fs), check_mode)

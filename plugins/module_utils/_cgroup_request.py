@@ -39,7 +39,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups impo
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, RequestError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Part, RequestError, run_part
 
 IOCOST_MODULE = "aiinfra.io_isolation.iocost"
 
@@ -72,6 +72,7 @@ class Request:
         self.manager = self._manager(params.get("manager") or "auto", unit)
         self.resolver = DeviceResolver(fs)   # one sysfs walk for every lookup of the call
         self.records = {}
+        self.planned_qos = {}   # io.cost.qos lines an iocost part of the same engine run puts in place
 
     # -- checks -------------------------------------------------------------------------------
     def _name(self):
@@ -190,6 +191,7 @@ class Request:
             return
         text = self.fs.read(CGROUP_ROOT + "/io.cost.qos")
         qos = codecs.IO_COST_QOS.parse(text) if text is not None else {}
+        qos.update(self.planned_qos)
         for selector in io.get("weights", {}):
             rec = self.records.get(selector)
             if rec is not None and rec.majmin not in qos:
@@ -395,9 +397,14 @@ def kernel_values(fs, directory, names):
     return out
 
 
-def reconcile(params, fs, runner, check_mode=False):
-    """Run the cgroup module's request; returns the result dict (with ``warnings``). Raises RequestError."""
+def part(params, fs, runner, planned_qos=None):
+    """The request as an engine part; raises RequestError for any refusal (nothing written).
+
+    ``planned_qos``: {MAJ:MIN: io.cost.qos line} that an iocost part of the same engine run
+    (``host_profile``) puts in place before these settings, so weights are checked against it.
+    """
     req = Request(params, fs, runner)   # the name's own form
+    req.planned_qos = dict(planned_qos or {})
     req.check_forms()
     if req.errors:
         raise RequestError(req.errors)
@@ -417,11 +424,19 @@ def reconcile(params, fs, runner, check_mode=False):
         watch = [s.name for s in settings if isinstance(s, GroupFile)]
     if req.errors:
         raise RequestError(req.errors)
-    result = Reconciler(fs, check_mode=check_mode).run(settings)
-    return {
-        "changed": result["changed"], "diff": result["diff"], "manager": req.manager, "name": req.name,
-        "cgroup": cgroup, "persisted_to": persisted,
-        "devices": dict((s, r.majmin) for s, r in sorted(req.records.items())),
-        "kernel": kernel_values(fs, cgroup if cgroup and fs.isdir(cgroup) else None, watch),
-        "warnings": req.warnings,
-    }
+
+    def report(result, _check_mode):
+        return {
+            "changed": result["changed"], "diff": result["diff"], "manager": req.manager, "name": req.name,
+            "cgroup": cgroup, "persisted_to": persisted,
+            "devices": dict((s, r.majmin) for s, r in sorted(req.records.items())),
+            "kernel": kernel_values(fs, cgroup if cgroup and fs.isdir(cgroup) else None, watch),
+            "warnings": req.warnings,
+        }
+
+    return Part(settings, [], report)
+
+
+def reconcile(params, fs, runner, check_mode=False):
+    """Run the cgroup module's request; returns the result dict (with ``warnings``). Raises RequestError."""
+    return run_part(fs, part(params, fs, runner), check_mode)

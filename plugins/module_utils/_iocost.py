@@ -26,7 +26,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist impo
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, ModuleError, Reconciler
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, ModuleError, Part, run_part
 
 ROOT = "/sys/fs/cgroup"
 # rrandiops between the kernel's HDD class (370) and its slowest SSD class (6946): a model on
@@ -157,11 +157,16 @@ def entries(params):
     return out
 
 
-def reconcile(fs, resolver, params, check_mode):
-    """Every requested disk in ONE engine run (a refusal on one disk restores the others).
+def part(params, fs, resolver=None):
+    """Every requested disk as one engine part (a refusal on one disk restores the others).
 
-    Returns (result, warnings): result has changed, diff, and per disk device/model/qos/persisted_to.
+    Its report has changed, diff and the disks: per disk device/model/qos/persisted_to - one
+    disk's at the top level (O(device)), or ``devices`` (O(devices)).
     """
+    problem = require_iocost(fs)
+    if problem:
+        raise ModuleError(problem)
+    resolver = resolver or DeviceResolver(fs)
     requests = entries(params)
     records = resolver.resolve_many([r["device"] for r in requests], require_mq=True)
     all_settings, errors, per_disk, helper_added = [], [], [], False
@@ -176,26 +181,24 @@ def reconcile(fs, resolver, params, check_mode):
             all_settings.append(s)
         errors.extend(errs)
         per_disk.append((record, request, persisted))
-    result = Reconciler(fs, check_mode=check_mode).run(all_settings, errors)
-    warnings, disks = [], []
-    for record, request, persisted in per_disk:
-        warnings.extend(class_warnings(record, request.get("model")))
-        model, qos = held(fs, record.majmin)
-        disks.append({"device": record.as_dict(), "model": model, "qos": qos, "persisted_to": persisted})
-    return {"changed": result["changed"], "diff": result["diff"], "disks": disks}, warnings
+
+    def report(result, _check_mode):
+        warnings, disks = [], []
+        for record, request, persisted in per_disk:
+            warnings.extend(class_warnings(record, request.get("model")))
+            model, qos = held(fs, record.majmin)
+            disks.append({"device": record.as_dict(), "model": model, "qos": qos, "persisted_to": persisted})
+        out = {"changed": result["changed"], "diff": result["diff"], "warnings": warnings}
+        if params.get("device") is not None:
+            out.update(disks[0])
+        else:
+            out["devices"] = disks
+            out["persisted_to"] = [path for disk in disks for path in disk["persisted_to"]]
+        return out
+
+    return Part(all_settings, errors, report)
 
 
 def run(params, fs, check_mode):
-    """The module call: one disk's result at the top level (O(device)), or ``devices`` (O(devices))."""
-    problem = require_iocost(fs)
-    if problem:
-        raise ModuleError(problem)
-    result, warnings = reconcile(fs, DeviceResolver(fs), params, check_mode)
-    disks = result.pop("disks")
-    if params.get("device") is not None:
-        result.update(disks[0])
-    else:
-        result["devices"] = disks
-        result["persisted_to"] = [path for disk in disks for path in disk["persisted_to"]]
-    result["warnings"] = warnings
-    return result
+    """The module call."""
+    return run_part(fs, part(params, fs), check_mode)

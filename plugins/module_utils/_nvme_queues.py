@@ -69,7 +69,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import MODPROBE_CONF as CONF_PATH, ManagedFile, owner, stamped
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Part, ReconcileError, Setting, run_part
 
 OWNER = owner("nvme_queues")
 PARAMETERS_DIR = nvme.DRIVER_PARAMETERS_DIR
@@ -588,7 +588,7 @@ def head_notes(controllers):
 
 
 class Request:
-    """One nvme_queues call in four steps: :meth:`validate`, :meth:`plan`, :meth:`apply`, :meth:`report`."""
+    """One nvme_queues call: :meth:`validate`, :meth:`plan`, the engine run, :meth:`reread`, :meth:`report`."""
 
     def __init__(self, params, fs, runner):
         self.params = params
@@ -663,16 +663,14 @@ class Request:
             self.rebuild = InitramfsUpdate(host, self.conf_content, self.runner)
             self.settings.append(self.rebuild)
 
-    def apply(self, check_mode):
-        """Run the engine, then read again what a change moved (parameters and map, initramfs)."""
-        result = Reconciler(self.fs, check_mode=check_mode).run(self.settings)
+    def reread(self, result, check_mode):
+        """After the engine run: read again what a change moved (parameters and map, initramfs)."""
         if result["changed"] and not check_mode:
             if self.runtime is not None:
                 self.host.forget_klog()
                 self.live, self.controllers = self.host.parameters(), self.host.controllers()
             if self.rebuild is not None:
                 self.initramfs = self.host.initramfs(refresh=True)
-        return result
 
     def report(self, result, check_mode):
         """The module result (with ``warnings``): the driver now and at the next boot, the map, what to do."""
@@ -746,12 +744,22 @@ class Request:
             or any(poll != self.next_boot["poll_queues"] for poll in polls))
 
 
-def reconcile(params, fs, runner, check_mode=False):
-    """One nvme_queues call: validate, plan, apply and report; returns the module result (with ``warnings``)."""
+def part(params, fs, runner):
+    """Validate and plan: the engine part whose report is the module result."""
     request = Request(params, fs, runner)
     request.validate()
     request.plan()
-    return request.report(request.apply(check_mode), check_mode)
+
+    def report(result, check_mode):
+        request.reread(result, check_mode)
+        return request.report(result, check_mode)
+
+    return Part(request.settings, [], report)
+
+
+def reconcile(params, fs, runner, check_mode=False):
+    """One nvme_queues call: validate, plan, apply and report; returns the module result (with ``warnings``)."""
+    return run_part(fs, part(params, fs, runner), check_mode)
 
 
 def _loads_from(driver, initramfs):

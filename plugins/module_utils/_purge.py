@@ -92,9 +92,6 @@ class Purge:
         except Exception as e:  # pylint: disable=broad-except
             # each module's own error (request, device, engine, kernel file, command) ends the purge here
             raise PurgeError(concern, e)
-        if isinstance(result, tuple):
-            result, warnings = result
-            self.warnings.extend(warnings)
         self.warnings.extend(result.pop("warnings", []))
         self.steps[concern] = result
         for side in ("before", "after"):
@@ -111,9 +108,9 @@ class Purge:
         disks = [d for d in DeviceResolver(self.fs).list_disks(include_empty=True) if d.stable_id and d.has_mq]
         iocost = [d for d in disks if IOCOST_RULES.path(d.stable_id) in paths or any(_iocost.held(self.fs, d.majmin))]
         if iocost and require_iocost(self.fs) is None:
-            self.step("iocost", lambda: _iocost.reconcile(self.fs, DeviceResolver(self.fs), {
+            self.step("iocost", lambda: _iocost.run({
                 "devices": [{"device": d.stable_selector} for d in iocost], "state": "absent", "keep_enabled": False,
-                "persist": True, "adopt": False}, self.check_mode))
+                "persist": True, "adopt": False}, self.fs, self.check_mode))
         queues = [d for d in disks if BLK_QUEUE_RULES.path(d.stable_id) in paths]
         # the rules no module's absent path removes: NVMe controllers' (nvme_arbitration keeps no state to
         # undo: the controller holds the value until its next reset) and those of devices that are gone

@@ -312,6 +312,30 @@ class Reconciler:
         return {"changed": plan.changed, "diff": {"before": before, "after": after}, "values": values}
 
 
+class Part:
+    """One concern's share of a reconcile: its settings, the input errors found while building them,
+    and how the engine's result for them becomes the concern's report.
+
+    A single-purpose module runs one part (:func:`run_part`); ``host_profile`` runs the parts of
+    every concern of a host through ONE engine run (one validation before the first write, one
+    restore on failure) and hands each part the share of the result that is its own.
+    ``report(result, check_mode)`` may read the host again (values after the write); it never writes.
+    """
+
+    def __init__(self, settings, errors=None, report=None):
+        self.settings = list(settings)
+        self.errors = list(errors or [])
+        self._report = report
+
+    def report(self, result, check_mode):
+        return self._report(result, check_mode) if self._report is not None else dict(result)
+
+
+def run_part(fs, part, check_mode):
+    """The engine run of one part, reported."""
+    return part.report(Reconciler(fs, check_mode=check_mode).run(part.settings, part.errors), check_mode)
+
+
 def fail_module(module, err):
     """Turn any of the collection's errors into ``fail_json`` without a traceback."""
     if isinstance(err, ModuleError):

@@ -85,7 +85,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     SYSCTL_CONF, TMPFILES_CONF, TMPFILES_DROPIN, ManagedFile, is_managed, owner, stamped,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Reconciler, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Part, Setting, run_part
 
 # systemd-tmpfiles-setup.service (After=local-fs.target) is not ordered after the static
 # sys-kernel-debug.mount (DefaultDependencies=no, Before=sysinit.target) on a stock install, so the
@@ -882,11 +882,20 @@ def flat_result(result):
     return res
 
 
+def part(params, fs):
+    """The settings as an engine part; its report has the kernel values and the files."""
+    settings_, errors, warnings, info = settings(fs, params)
+
+    def report(result, _check_mode):
+        result = flat_result(result)
+        return {"changed": result["changed"], "diff": result["diff"],
+                "kernel": dict((k, v) for k, v in result["values"].items() if not k.startswith("/")),
+                "paths": info["paths"], "mapped": info["mapped"], "debug_interfaces": info["debug_interfaces"],
+                "absent": info["absent"], "persisted_to": info["persisted"], "warnings": list(warnings)}
+
+    return Part(settings_, errors, report)
+
+
 def run(params, fs, check_mode):
     """The module call: settings, one engine run, the result with the kernel values and the files."""
-    settings_, errors, warnings, info = settings(fs, params)
-    result = flat_result(Reconciler(fs, check_mode=check_mode).run(settings_, errors))
-    return {"changed": result["changed"], "diff": result["diff"],
-            "kernel": dict((k, v) for k, v in result["values"].items() if not k.startswith("/")),
-            "paths": info["paths"], "mapped": info["mapped"], "debug_interfaces": info["debug_interfaces"],
-            "absent": info["absent"], "persisted_to": info["persisted"], "warnings": warnings}
+    return run_part(fs, part(params, fs), check_mode)
