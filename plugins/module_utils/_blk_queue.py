@@ -47,6 +47,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     BLK_QUEUE_RULES, PersistError, is_managed, udev_match,
 )
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Part, RequestError, Setting, run_part
 
 NVME_QUEUES = "aiinfra.io_isolation.nvme_queues"
@@ -810,6 +811,11 @@ def results(plans, reconciled, params, check_mode):
     diff = {"before": _nest(reconciled["diff"]["before"], key_to_device),
             "after": _nest(reconciled["diff"]["after"], key_to_device)}
     return {"changed": reconciled["changed"], "diff": diff, "devices": devices, "persisted_to": persisted}, warnings
+
+
+# The module's options (AnsibleModule keywords); host_profile checks its blk_queue section with the same.
+MODULE_SPEC = {"argument_spec": argument_spec(PERSIST), "mutually_exclusive": [("device", "devices")],
+               "required_one_of": [("device", "devices")]}
 
 
 def part(params, fs, resolver=None):

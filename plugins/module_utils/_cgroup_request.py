@@ -397,6 +397,19 @@ def kernel_values(fs, directory, names):
     return out
 
 
+# The module's options (AnsibleModule keywords); host_profile checks each cgroups entry with the same.
+MODULE_SPEC = {"argument_spec": dict(
+    name={"type": "str", "required": True},
+    manager={"type": "str", "choices": ["auto", "systemd", "cgroupfs"], "default": "auto"},
+    state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+    create={"type": "bool", "default": False},
+    description={"type": "str"},
+    when_unsupported={"type": "str", "choices": ["fail", "warn"], "default": "fail"},
+    adopt={"type": "bool", "default": False},
+    **knobs.argument_spec()
+)}
+
+
 def part(params, fs, runner, planned_qos=None):
     """The request as an engine part; raises RequestError for any refusal (nothing written).
 

@@ -24,6 +24,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     IOCOST_HELPER, IOCOST_RULES, PersistError, udev_match,
 )
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, ModuleError, Part, run_part
@@ -141,6 +142,20 @@ def settings(record, params):
 
 
 ENTRY_KEYS = ("device", "model", "qos", "state", "keep_enabled")
+_STATE = {"type": "str", "choices": ["present", "absent"]}
+# The module's options (AnsibleModule keywords); host_profile checks its iocost section with the same.
+MODULE_SPEC = {
+    "argument_spec": merge(PERSIST,
+                           device={"type": "str"},
+                           devices={"type": "list", "elements": "dict", "options": {
+                               "device": {"type": "str", "required": True}, "model": {"type": "dict"},
+                               "qos": {"type": "dict"}, "state": _STATE, "keep_enabled": {"type": "bool"}}},
+                           state=dict(_STATE, default="present"),
+                           model={"type": "dict"}, qos={"type": "dict"},
+                           keep_enabled={"type": "bool", "default": False}),
+    "mutually_exclusive": [("device", "devices"), ("devices", "model"), ("devices", "qos")],
+    "required_one_of": [("device", "devices")],
+}
 
 
 def entries(params):

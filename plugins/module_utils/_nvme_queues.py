@@ -744,6 +744,18 @@ class Request:
             or any(poll != self.next_boot["poll_queues"] for poll in polls))
 
 
+# The module's options (AnsibleModule keywords); host_profile checks its nvme_queues section with the same.
+MODULE_SPEC = {"argument_spec": {
+    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+    "poll_queues": {"type": "int"},
+    "write_queues": {"type": "int"},
+    "io_queue_depth": {"type": "int"},
+    "reset_controllers": {"type": "bool", "default": False},
+    "update_initramfs": {"type": "bool", "default": False},
+    "adopt": {"type": "bool", "default": False},
+}}
+
+
 def part(params, fs, runner):
     """Validate and plan: the engine part whose report is the module result."""
     request = Request(params, fs, runner)

@@ -85,6 +85,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     SYSCTL_CONF, TMPFILES_CONF, TMPFILES_DROPIN, ManagedFile, is_managed, owner, stamped,
 )
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Part, Setting, run_part
 
 # systemd-tmpfiles-setup.service (After=local-fs.target) is not ordered after the static
@@ -880,6 +881,10 @@ def flat_result(result):
     res["diff"] = {"before": flat(result["diff"]["before"]), "after": flat(result["diff"]["after"])}
     res["values"] = flat(result["values"])
     return res
+
+
+# The module's options (AnsibleModule keywords); host_profile checks its sysctl section with the same.
+MODULE_SPEC = {"argument_spec": merge(PERSIST, sysctls={"type": "dict", "required": True})}
 
 
 def part(params, fs):

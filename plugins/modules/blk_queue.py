@@ -259,18 +259,12 @@ diff:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=_blk_queue.argument_spec(PERSIST),
-        mutually_exclusive=[("device", "devices")],
-        required_one_of=[("device", "devices")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(supports_check_mode=True, **_blk_queue.MODULE_SPEC)
     exit_module(module, lambda: _blk_queue.run(module.params, KernelFS(), module.check_mode))
 
 

@@ -257,26 +257,14 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs, _cgroup_request
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_request
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            name={"type": "str", "required": True},
-            manager={"type": "str", "choices": ["auto", "systemd", "cgroupfs"], "default": "auto"},
-            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
-            create={"type": "bool", "default": False},
-            description={"type": "str"},
-            when_unsupported={"type": "str", "choices": ["fail", "warn"], "default": "fail"},
-            adopt={"type": "bool", "default": False},
-            **_cgroup_knobs.argument_spec()
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(supports_check_mode=True, **_cgroup_request.MODULE_SPEC)
     exit_module(module, lambda: _cgroup_request.reconcile(module.params, KernelFS(), Runner(module), module.check_mode))
 
 

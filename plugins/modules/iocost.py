@@ -191,27 +191,12 @@ diff:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
-STATE = {"type": "str", "choices": ["present", "absent"]}
-
 
 def main():
-    module = AnsibleModule(
-        argument_spec=merge(PERSIST,
-                            device={"type": "str"},
-                            devices={"type": "list", "elements": "dict", "options": {
-                                "device": {"type": "str", "required": True}, "model": {"type": "dict"},
-                                "qos": {"type": "dict"}, "state": STATE, "keep_enabled": {"type": "bool"}}},
-                            state=dict(STATE, default="present"),
-                            model={"type": "dict"}, qos={"type": "dict"},
-                            keep_enabled={"type": "bool", "default": False}),
-        mutually_exclusive=[("device", "devices"), ("devices", "model"), ("devices", "qos")],
-        required_one_of=[("device", "devices")],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(supports_check_mode=True, **_iocost.MODULE_SPEC)
     exit_module(module, lambda: _iocost.run(module.params, KernelFS(), module.check_mode))
 
 

@@ -248,18 +248,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile im
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
-            poll_queues={"type": "int"},
-            write_queues={"type": "int"},
-            io_queue_depth={"type": "int"},
-            reset_controllers={"type": "bool", "default": False},
-            update_initramfs={"type": "bool", "default": False},
-            adopt={"type": "bool", "default": False},
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(supports_check_mode=True, **_nvme_queues.MODULE_SPEC)
     exit_module(module, lambda: _nvme_queues.reconcile(module.params, KernelFS(), Runner(module), module.check_mode))
 
 

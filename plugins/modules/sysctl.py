@@ -142,14 +142,12 @@ diff:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _sysctl
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 
 def main():
-    module = AnsibleModule(argument_spec=merge(PERSIST, sysctls={"type": "dict", "required": True}),
-                           supports_check_mode=True)
+    module = AnsibleModule(supports_check_mode=True, **_sysctl.MODULE_SPEC)
     exit_module(module, lambda: _sysctl.run(module.params, KernelFS(), module.check_mode))
 
 

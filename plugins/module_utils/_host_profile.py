@@ -1,0 +1,208 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""A host's whole I/O-isolation profile in one module execution.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+
+Each section of the profile is the request of one single-purpose module (iocost, blk_queue,
+sysctl, nvme_queues, one cgroup per entry), checked against that module's own argument spec and
+turned into that module's engine part (:class:`_reconcile.Part`) by that module's own code. The
+parts run through ONE engine run: every input of every section is refused before the first
+write, check mode and the diff cover the whole profile, the kernel order holds across sections
+(iocost before the weights that need it), and a refusal anywhere restores what this call changed.
+Each section is then reported as its module reports it. Nothing here knows a kernel file.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_request
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _sysctl
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import CgroupNameError, resolve
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
+    ModuleError, ReconcileError, Reconciler, RequestError,
+)
+
+# Kernel order across sections: iocost (model, QoS) first, because per-disk weights and the
+# block-queue defaults depend on it (enabling iocost switches wbt off on 6.1/6.12); the cgroups
+# last. Within a section its own order holds: each section's orders are shifted into a band.
+SECTIONS = ("iocost", "blk_queue", "sysctl", "nvme_queues", "cgroups")
+BAND = 1000000
+
+
+# The argument spec of the module each section stands for (one place: the module's own).
+SPECS = {"iocost": _iocost.MODULE_SPEC, "blk_queue": _blk_queue.MODULE_SPEC, "sysctl": _sysctl.MODULE_SPEC,
+         "nvme_queues": _nvme_queues.MODULE_SPEC, "cgroups": _cgroup_request.MODULE_SPEC}
+
+# The module's own options: one per section (checked against that module's spec when it runs), the
+# cgroups as a list, and the groups whose pressure the health gate reads.
+MODULE_SPEC = {"argument_spec": {
+    "iocost": {"type": "dict"},
+    "blk_queue": {"type": "dict"},
+    "sysctl": {"type": "dict"},
+    "nvme_queues": {"type": "dict"},
+    "cgroups": {"type": "list", "elements": "dict", "default": []},
+    "pressure": {"type": "list", "elements": "str", "default": []},
+}}
+
+
+def _validated(section, label, params):
+    """A section's parameters checked and defaulted by its module's own argument spec."""
+    spec = SPECS[section]
+    validator = ArgumentSpecValidator(spec["argument_spec"], mutually_exclusive=spec.get("mutually_exclusive"),
+                                      required_one_of=spec.get("required_one_of"))
+    result = validator.validate(params)
+    if result.error_messages:
+        raise RequestError(["%s: %s" % (label, m) for m in result.error_messages])
+    return result.validated_parameters
+
+
+def _messages(err):
+    """Every problem an error of the collection carries, as text."""
+    if isinstance(err, (ModuleError, ReconcileError)):
+        return list(err.errors) or [err.msg]
+    if isinstance(err, (DeviceError, KernelFileError, CommandError)):
+        return [err.message]
+    return [str(err)]
+
+
+def _strip(message):
+    prefix = "Invalid request (nothing was changed): "
+    return message[len(prefix):] if message.startswith(prefix) else message
+
+
+class Section:
+    def __init__(self, name, label, part):
+        self.name = name
+        self.label = label
+        self.part = part
+        self.keys = {}     # the engine key this call gave a setting -> the key the section's own report uses
+
+
+def plan(params, fs, runner):
+    """Every section as an engine part, in kernel order; RequestError listing every refusal, by section."""
+    requests = []
+    for section in SECTIONS[:-1]:
+        if params.get(section) is not None:
+            requests.append((section, section, params[section]))
+    names = {}
+    for entry in params.get("cgroups") or []:
+        entry = dict(entry)
+        label = entry.pop("label", None) or entry.get("name") or "cgroup"
+        requests.append(("cgroups", label, entry))
+        if entry.get("name") in names:
+            raise RequestError("cgroups: %r is listed twice (as %s and %s); give each group once"
+                               % (entry["name"], names[entry["name"]], label))
+        names[entry.get("name")] = label
+    sections, errors, planned_qos = [], [], {}
+    resolver = DeviceResolver(fs)   # one sysfs walk for every section
+    for section, label, raw in requests:
+        try:
+            section_params = _validated(section, label, raw)
+            if section == "iocost":
+                part = _iocost.part(section_params, fs, resolver)
+                planned_qos = _planned_qos(part)
+            elif section == "blk_queue":
+                part = _blk_queue.part(section_params, fs, resolver)
+            elif section == "sysctl":
+                part = _sysctl.part(section_params, fs)
+            elif section == "nvme_queues":
+                part = _nvme_queues.part(section_params, fs, runner)
+            else:
+                part = _cgroup_request.part(section_params, fs, runner, planned_qos=planned_qos)
+        except RequestError as e:
+            if all(m.startswith(label + ": ") for m in e.errors):
+                errors.extend(e.errors)     # already named by section (argument spec)
+            else:
+                errors.extend("%s: %s" % (label, _strip(m)) for m in _messages(e))
+            continue
+        except (ModuleError, ReconcileError, DeviceError, KernelFileError, CommandError) as e:
+            errors.extend("%s: %s" % (label, _strip(m)) for m in _messages(e))
+            continue
+        errors.extend("%s: %s" % (label, m) for m in part.errors)
+        sections.append(Section(section, label, part))
+    if errors:
+        raise RequestError(errors)
+    return sections
+
+
+def _planned_qos(part):
+    """{MAJ:MIN: qos line} the iocost part will hold after the run (its io.cost.qos settings)."""
+    out = {}
+    for s in part.settings:
+        if getattr(s, "codec", None) is codecs.IO_COST_QOS and s.device and s.desired is not None:
+            out[s.device] = s.desired
+    return out
+
+
+def run(params, fs, runner, check_mode):
+    """The module call: plan every section, one engine run, each section reported as its module would."""
+    sections = plan(params, fs, runner)
+    settings = []
+    for band, section in enumerate(sections, 1):
+        for s in section.part.settings:
+            own = s.key
+            s.key = "%s: %s" % (section.label, own)
+            s.order = band * BAND + s.order
+            section.keys[s.key] = own
+            settings.append(s)
+    result = Reconciler(fs, check_mode=check_mode).run(settings)
+    out = {"changed": result["changed"], "diff": result["diff"], "sections": {}, "cgroups": {},
+           "reboot_required": False, "warnings": []}
+    for section in sections:
+        for s in section.part.settings:     # the section's own keys again, for its own report
+            s.key = section.keys[s.key]
+        own = _share(result, section.keys)
+        report = section.part.report(own, check_mode)
+        out["warnings"].extend("%s: %s" % (section.label, w) for w in report.pop("warnings", []))
+        report.pop("diff", None)            # the profile's diff has it, under the section's label
+        if section.name == "cgroups":
+            out["cgroups"][report["name"]] = report
+        else:
+            out["sections"][section.name] = report
+        out["reboot_required"] = out["reboot_required"] or bool(report.get("reboot_required"))
+    out["pressure"] = pressure(fs, params.get("pressure") or [])
+    return out
+
+
+def _share(result, keys):
+    """The engine result restricted to one section's settings, keyed as the section knows them."""
+    def pick(mapping):
+        return dict((keys[k], v) for k, v in mapping.items() if k in keys)
+    before, after = pick(result["diff"]["before"]), pick(result["diff"]["after"])
+    return {"changed": bool(before or after), "diff": {"before": before, "after": after},
+            "values": pick(result["values"])}
+
+
+def pressure(fs, names):
+    """PSI for the health gate: the host's, and each named cgroup's io/memory/cpu pressure."""
+    out = {"host": {}, "cgroups": {}}
+    for kind in ("io", "memory", "cpu"):
+        path = "/proc/pressure/" + kind
+        text = fs.read(path)
+        out["host"][kind] = codecs.codec_for(path).parse(text) if text is not None else None
+    for name in names:
+        try:
+            path = resolve(name)
+        except CgroupNameError as e:
+            out["cgroups"][name] = {"exists": False, "error": str(e)}
+            continue
+        entry = {"path": path, "exists": fs.isdir(path)}
+        for kind in ("io", "memory", "cpu"):
+            text = fs.read("%s/%s.pressure" % (path, kind)) if entry["exists"] else None
+            entry[kind] = codecs.codec_for(path + "/%s.pressure" % kind).parse(text) if text is not None else None
+        out["cgroups"][name] = entry
+    return out

@@ -1,0 +1,169 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: host_profile
+short_description: Apply a host's whole I/O-isolation profile in one module execution
+version_added: 0.2.0
+description:
+  - Reconciles everything the collection's single-purpose modules set on a host - the iocost model and QoS, block-queue
+    attributes, sysctls, the NVMe driver's queues and any number of cgroups - in B(one) remote module execution. A
+    fleet pays each module execution once per host and per run; with this module a rollout is two (M(aiinfra.io_isolation.io_facts),
+    then this), and so is a drift check in check mode.
+  - Each section takes exactly the options of its module, checked with that module's own argument spec, and is carried
+    out by that module's own code, engine and persistence. The modules stay for ad-hoc use; the results are the same.
+  - All sections run through one reconcile. Every input of every section is checked before the first write, and a
+    refusal names the section and the item (for example V(training slice: io.max ...)); nothing is applied then. The
+    kernel's order holds across sections - iocost first, because per-disk weights need it, the cgroups last. If the
+    kernel refuses a value, what this call already changed, in any section, is restored.
+  - Returns the pressure (PSI) of the host and of the cgroups named in O(pressure), read after the apply, so that a
+    health gate needs no further call.
+author:
+  - aiinfra platform engineering (@aiinfra)
+extends_documentation_fragment:
+  - aiinfra.io_isolation.attributes
+  - aiinfra.io_isolation.attributes.RECONCILE
+options:
+  iocost:
+    description:
+      - The options of M(aiinfra.io_isolation.iocost) (for example O(aiinfra.io_isolation.iocost#module:devices) with
+        each disk's model and QoS). Omit to leave iocost alone.
+    type: dict
+  blk_queue:
+    description:
+      - The options of M(aiinfra.io_isolation.blk_queue). Omit to leave the block queues alone.
+    type: dict
+  sysctl:
+    description:
+      - The options of M(aiinfra.io_isolation.sysctl). Omit to leave the sysctls alone.
+    type: dict
+  nvme_queues:
+    description:
+      - The options of M(aiinfra.io_isolation.nvme_queues). Omit to leave the NVMe driver's queues alone.
+      - RV(reboot_required) says when the running driver differs from what the next boot gives.
+    type: dict
+  cgroups:
+    description:
+      - Cgroups to configure, each with the options of M(aiinfra.io_isolation.cgroup), applied in list order after
+        every other section.
+      - An entry may add C(label), the name its problems, diff keys and warnings are given under (default the
+        group's C(name)), such as V(training slice).
+      - A group may be listed once.
+    type: list
+    elements: dict
+    default: []
+  pressure:
+    description:
+      - Cgroups (unit names or paths) whose io, memory and cpu pressure to return in RV(pressure), read after the
+        apply. The host's pressure is always returned.
+    type: list
+    elements: str
+    default: []
+notes:
+  - The sections' own notes apply (see each module). Devices, errors and persistence work as there.
+seealso:
+  - module: aiinfra.io_isolation.io_facts
+  - module: aiinfra.io_isolation.iocost
+  - module: aiinfra.io_isolation.blk_queue
+  - module: aiinfra.io_isolation.sysctl
+  - module: aiinfra.io_isolation.nvme_queues
+  - module: aiinfra.io_isolation.cgroup
+"""
+
+EXAMPLES = r"""
+- name: Apply a co-location profile in one call
+  aiinfra.io_isolation.host_profile:
+    iocost:
+      devices:
+        - device: nvme0n1
+          model: {rbps: 2000000000, rseqiops: 100000, rrandiops: 100000, wbps: 1000000000, wseqiops: 50000,
+                  wrandiops: 50000}
+          qos: {enable: true, rpct: 95, rlat: 2000, wpct: 95, wlat: 10000, min: 10, max: 10000}
+    blk_queue:
+      devices:
+        - {device: nvme0n1, scheduler: none, read_ahead_kb: 128}
+    sysctl:
+      sysctls: {vm.dirty_background_bytes: 268435456, vm.dirty_bytes: 1073741824, vm.swappiness: 10}
+    nvme_queues:
+      poll_queues: 1
+    cgroups:
+      - {label: inference slice, name: inference.slice, create: true, io: {weight: 1000}, cpu: {weight: 1000}}
+      - label: training slice
+        name: training.slice
+        create: true
+        io: {weight: 50, max: {nvme0n1: {wbps: 500MB}}}
+        memory: {high: 8G}
+    pressure: [inference.slice]
+  register: profile
+
+- name: Fail the host when the inference slice stalls on I/O
+  ansible.builtin.assert:
+    that: profile.pressure.cgroups['inference.slice'].io.some.avg10 < 45
+"""
+
+RETURN = r"""
+changed:
+  description: Whether any section changed anything.
+  returned: always
+  type: bool
+diff:
+  description: What changed, or would change in check mode, keyed by C(<section>: <setting>).
+  returned: always
+  type: dict
+  sample:
+    before: {"training slice: training.slice": {IOWeight: null}}
+    after: {"training slice: training.slice": {IOWeight: "50"}}
+sections:
+  description:
+    - The result of each section given, as its module returns it (without its diff, which RV(diff) has), keyed by
+      section name (C(iocost), C(blk_queue), C(sysctl), C(nvme_queues)).
+  returned: always
+  type: dict
+  sample:
+    sysctl: {changed: false, kernel: {vm.swappiness: "10"}, persisted_to: {/etc/sysctl.d/90-aiinfra-io-isolation.conf: {vm.swappiness: "10"}}}
+cgroups:
+  description: The result of each cgroup, as M(aiinfra.io_isolation.cgroup) returns it (without its diff), by name.
+  returned: always
+  type: dict
+  sample:
+    inference.slice: {changed: false, manager: systemd, cgroup: /sys/fs/cgroup/inference.slice,
+                      kernel: {io.weight: {default: 1000}}}
+reboot_required:
+  description: The NVMe section's C(reboot_required); false without that section.
+  returned: always
+  type: bool
+pressure:
+  description:
+    - Pressure stall information read after the apply - the host's (C(/proc/pressure)) and each cgroup's in
+      O(pressure) (C(exists) false when the group does not exist; then its values are null).
+  returned: always
+  type: dict
+  sample:
+    host: {io: {some: {avg10: 0.0, avg60: 0.0, avg300: 0.0, total: 1234}, full: {avg10: 0.0, avg60: 0.0, avg300: 0.0, total: 987}}}
+    cgroups:
+      inference.slice: {path: /sys/fs/cgroup/inference.slice, exists: true,
+                        io: {some: {avg10: 0.0, avg60: 0.0, avg300: 0.0, total: 0}, full: {avg10: 0.0, avg60: 0.0, avg300: 0.0, total: 0}}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _host_profile
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
+
+
+def main():
+    module = AnsibleModule(supports_check_mode=True, **_host_profile.MODULE_SPEC)
+    exit_module(module, lambda: _host_profile.run(module.params, KernelFS(), Runner(module), module.check_mode))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""host_profile: several sections through one engine run, on the cgroup module's fake host (SimCgroup +
+SimSystemd). Each section must give what its own module gives, and any refusal must write nothing."""
+
+import pytest
+
+from ansible.module_utils import basic
+
+from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup, host_profile
+from test_cgroup import Lab
+
+INFERENCE = {"label": "inference slice", "name": "inference.slice", "create": True, "io": {"weight": 1000},
+             "memory": {"low": "8G"}, "cpu": {"weight": 1000}}
+TRAINING = {"label": "training slice", "name": "training.slice", "create": True,
+            "io": {"weight": 50, "max": {"lab-nvme-a": {"wbps": "500MB"}}}, "memory": {"high": "8G"}}
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch, run_module):
+    lab = Lab(tmp_path, version=257)
+    for module in (cgroup, host_profile):
+        monkeypatch.setattr(module, "KernelFS", lambda: lab.kernel)
+        monkeypatch.setattr(module, "Runner", lambda module: lab.systemd)
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, msg: lab.warnings.append(msg))
+    lab.profile = lambda **args: (lab.reset(), run_module(host_profile.main, **args))[1]
+    lab.cgroup = lambda **args: (lab.reset(), run_module(cgroup.main, **args))[1]
+    return lab
+
+
+def strip(entry):
+    return dict((k, v) for k, v in entry.items() if k != "label")
+
+
+def test_two_slices_in_one_call_match_what_the_cgroup_module_does(lab, tmp_path_factory, run_module, monkeypatch):
+    result = lab.profile(cgroups=[INFERENCE, TRAINING], pressure=["inference.slice", "nope.slice"])
+    assert not result.get("failed"), result.get("msg")
+    assert result["changed"] and set(result["cgroups"]) == {"inference.slice", "training.slice"}
+    assert all(k.startswith(("inference slice: ", "training slice: ")) for k in result["diff"]["after"])
+    assert result["cgroups"]["training.slice"]["kernel"]["io.weight"] == {"default": 50}
+    assert lab.cgfile("training.slice", "io.max").startswith("259:0 rbps=max wbps=500000000")
+    assert result["pressure"]["cgroups"]["inference.slice"]["exists"] is True
+    assert result["pressure"]["cgroups"]["nope.slice"] == {"path": "/sys/fs/cgroup/nope.slice", "exists": False,
+                                                           "io": None, "memory": None, "cpu": None}
+    # the same requests through the cgroup module change nothing more: one implementation
+    for entry in (INFERENCE, TRAINING):
+        again = lab.cgroup(**strip(entry))
+        assert not again.get("failed") and again["changed"] is False, again
+    # and the profile again is a no-op too
+    again = lab.profile(cgroups=[INFERENCE, TRAINING])
+    assert again["changed"] is False and again["diff"] == {"before": {}, "after": {}}
+    assert lab.mutating_calls() == []
+
+
+def test_check_mode_plans_the_whole_profile_and_writes_nothing(lab):
+    result = lab.profile(cgroups=[INFERENCE, TRAINING], _ansible_check_mode=True)
+    assert not result.get("failed") and result["changed"], result.get("msg")
+    assert any(k.startswith("training slice: ") for k in result["diff"]["after"])
+    lab.assert_nothing_changed()
+    assert lab.config_files() == []
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"io": {"weight": "lots"}}, ["training slice: ", "io", "weight"]),
+    ({"io": {"max": {"lab-nvme-a": {"rbps": 0}}}}, ["training slice: ", "io.max", "rbps"]),
+    ({"io": {"max": {"no-such-disk": {"wbps": 1}}}}, ["training slice: ", "no-such-disk"]),
+    ({"bogus": 1}, ["training slice: ", "bogus"]),
+])
+def test_a_bad_section_refuses_the_whole_profile_before_any_write(lab, bad, words):
+    training = dict(TRAINING, **bad) if "bogus" not in bad else dict(TRAINING, bogus=1)
+    result = lab.profile(cgroups=[INFERENCE, training])
+    assert result["failed"] and result["msg"].startswith("Invalid request (nothing was changed): "), result["msg"]
+    for word in words:
+        assert word in result["msg"], (word, result["msg"])
+    assert "inference slice" not in result["msg"]
+    lab.assert_nothing_changed()
+    assert lab.config_files() == []
+
+
+def test_every_bad_section_is_listed_at_once(lab):
+    result = lab.profile(sysctl={"sysctls": "vm.swappiness=10"}, nvme_queues={"poll_queues": "many"},
+                         cgroups=[dict(INFERENCE, cpu={"weight": 0})])
+    assert result["failed"], result
+    assert [e.split(":")[0] for e in result["errors"]] == ["sysctl", "nvme_queues", "inference slice"], result["errors"]
+    lab.assert_nothing_changed()
+
+
+def test_a_group_listed_twice_is_refused(lab):
+    result = lab.profile(cgroups=[INFERENCE, dict(INFERENCE, label="again")])
+    assert result["failed"] and "listed twice" in result["msg"]
+    lab.assert_nothing_changed()
+
+
+def test_a_kernel_refusal_in_a_later_section_restores_the_earlier_one(lab):
+    lab.kernel.ignore.add("memory.high")        # only the training slice sets it
+    result = lab.profile(cgroups=[INFERENCE, TRAINING])
+    assert result["failed"] and "The kernel holds" in result["msg"], result["msg"]
+    assert result["failed_setting"] == "training slice: training.slice"
+    assert result["restored"] == ["training slice: training.slice", "inference slice: inference.slice"]
+    assert lab.config_files() == [], "both slices' drop-ins and unit files are removed again"
+    assert lab.cgfile("inference.slice", "io.weight") == "default 100"
