@@ -95,7 +95,14 @@ class LookupModule(LookupBase):
         if want_default:
             if terms:
                 raise AnsibleLookupError("calibration_db: give directories or default_dir=true, not both")
-            return [default_dir(variables or {})]
+            # Lookups get the variables as written: template the ones the default is made of.
+            given = {}
+            for name in ("io_isolation_calibration_dir", "inventory_dir", "playbook_dir"):
+                value = (variables or {}).get(name)
+                if value is not None and self._templar is not None:
+                    value = self._templar.template(value)
+                given[name] = value
+            return [default_dir(given)]
         if not terms:
             raise AnsibleLookupError("calibration_db: name at least one database directory (or ask for default_dir=true)")
         try:

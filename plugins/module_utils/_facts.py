@@ -21,7 +21,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import detect, parse_systemd_version
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import CgroupNameError, resolve as cgroup_path
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver, multipath_head
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 
 # Every queue file the codecs know, plus io_poll_delay (no codec: it does nothing since 6.4, but
@@ -103,14 +103,14 @@ def _nvme_controllers(reader, reported, hw_by_name, debugfs):
     out = {}
     for name, ctrl in nvme.scan_controllers(reader.fs, reader.warnings).items():
         # A multipath head is carried through its path disk on this controller (which has the queues).
-        carried = [ns for ns in ctrl.namespaces if (nvme.multipath_head(ns) or ns) in reported]
+        carried = [ns for ns in ctrl.namespaces if (multipath_head(ns) or ns) in reported]
         queue_disks = dict((ns, {"hctxs": hw_by_name[ns] if ns in hw_by_name
                                  else nvme.hctxs(reader.fs, ns, debugfs, reader.warnings)}) for ns in carried)
         split = nvme.queue_split(name, queue_disks, debugfs)
         out[name] = {
             "model": ctrl.model, "serial": ctrl.serial, "firmware": ctrl.firmware, "transport": ctrl.transport,
             "state": ctrl.state, "subsysnqn": ctrl.subsysnqn, "queue_count": ctrl.queue_count,
-            "namespaces": [nvme.multipath_head(ns) or ns for ns in carried],
+            "namespaces": [multipath_head(ns) or ns for ns in carried],
             "queues": {"default": split["default"], "read": split["read"], "poll": split["poll"],
                        "source": split["source"] or "unavailable (%s)" % split["note"]},
         }

@@ -9,7 +9,7 @@ PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
 
 * Controllers: the one scan of ``/sys/class/nvme`` (:func:`scan_controllers`), the namespaces
   each controller carries and, under native multipath, which head a path disk belongs to
-  (:func:`multipath_head`, :func:`path_controller`); :class:`ControllerResolver` turns an
+  (``_devices.multipath_head``, ``_devices.path_controller``); :class:`ControllerResolver` turns an
   operator's selector (``nvme0``, ``/dev/nvme0``, a controller serial, any namespace selector of
   :class:`_devices.DeviceResolver`) into one controller.
 * The blk-mq hardware-queue map: each hctx's ``cpu_list`` and tags from sysfs and its type
@@ -34,8 +34,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_mounts
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import (  # noqa: F401 (re-exported)
-    NVME_CTRL_NAME as CTRL_NAME, DeviceError, DeviceResolver, multipath_head, natural, path_controller, resolve_each,
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import (
+    NVME_CTRL_NAME as CTRL_NAME, DeviceError, DeviceResolver, natural, path_controller, resolve_each,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 

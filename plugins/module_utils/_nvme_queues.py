@@ -67,6 +67,7 @@ import time
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import multipath_head
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import MODPROBE_CONF as CONF_PATH, ManagedFile, owner, stamped
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Part, ReconcileError, Setting, run_part
@@ -302,7 +303,7 @@ class NvmeHost:
     def _namespace(self, ns):
         rec = {"hctxs": nvme.hctxs(self.fs, ns, self.debugfs, self.warnings),
                "io_poll": _int_or_none(self.fs.read("/sys/block/%s/queue/io_poll" % ns))}
-        head = nvme.multipath_head(ns)
+        head = multipath_head(ns)
         if head:
             # Native multipath: I/O goes through the head nvme<S>n<N>, a bio-based disk without mq/.
             rec["multipath_head"] = {"name": head,

@@ -20,7 +20,7 @@ description:
   - Each section takes exactly the options of its module, checked with that module's own argument spec, and is carried
     out by that module's own code, engine and persistence. The modules stay for ad-hoc use; the results are the same.
   - All sections run through one reconcile. Every input of every section is checked before the first write, and a
-    refusal names the section and the item (for example V(training slice: io.max ...)); nothing is applied then. The
+    refusal names the section and the item (for example the training slice's C(io.max) line); nothing is applied then. The
     kernel's order holds across sections - iocost first, because per-disk weights need it, the cgroups last. If the
     kernel refuses a value, what this call already changed, in any section, is restored.
   - Returns the pressure (PSI) of the host and of the cgroups named in O(pressure), read after the apply, so that a
@@ -114,7 +114,7 @@ changed:
   returned: always
   type: bool
 diff:
-  description: What changed, or would change in check mode, keyed by C(<section>: <setting>).
+  description: "What changed, or would change in check mode, keyed by C(<section>: <setting>)."
   returned: always
   type: dict
   sample:

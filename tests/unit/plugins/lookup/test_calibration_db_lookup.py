@@ -97,7 +97,10 @@ def test_a_term_that_is_not_a_path_is_refused():
 
 def test_default_dir_is_decided_here(tmp_path):
     lookup = LookupModule()
-    ask = lambda variables, terms=(): lookup.run(list(terms), variables=variables, default_dir=True)
+
+    def ask(variables, terms=()):
+        return lookup.run(list(terms), variables=variables, default_dir=True)
+
     assert ask({"inventory_dir": "/inv", "playbook_dir": "/pb"}) == ["/inv/calibration-db"]
     assert ask({"inventory_dir": None, "playbook_dir": "/pb"}) == ["/pb/calibration-db"]
     assert ask({"inventory_dir": "None", "playbook_dir": "/pb"}) == ["/pb/calibration-db"]   # "-i host,"
@@ -126,9 +129,14 @@ PLAYBOOK = """
           default_dir: "{{ lookup('aiinfra.io_isolation.calibration_db', default_dir=true) }}"
           plan: "{{ [disk] | aiinfra.io_isolation.iocost_plan({}, query('aiinfra.io_isolation.calibration_db',
                     base ~ '/one')) }}"
+    - name: A templated io_isolation_calibration_dir is the default, templated
+      ansible.builtin.set_fact:
+        configured: "{{ lookup('aiinfra.io_isolation.calibration_db', default_dir=true) }}"
+      vars:
+        io_isolation_calibration_dir: "{{ base }}/configured"
     - name: Show it
       ansible.builtin.debug:
-        msg: "OUT={{ out | to_json }}"
+        msg: "OUT={{ out | combine({'configured_dir': configured}) | to_json }}"
 """
 
 
@@ -155,5 +163,6 @@ def test_documented_usage_in_a_playbook(tmp_path):
     assert out["two_query"] == ["AAA Disk", "QEMU NVMe Ctrl"]
     assert out["relative"] == 2
     assert out["default_dir"] == str(tmp_path / "calibration-db")   # no inventory file: beside the playbook
+    assert out["configured_dir"] == str(tmp_path / "configured")
     assert out["plan"]["sources"] == {"lab-nvme-a": "calibration"}
     assert out["plan"]["devices"][0]["model"]["rbps"] == 1100000000

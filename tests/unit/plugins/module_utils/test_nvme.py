@@ -12,6 +12,7 @@ import errno
 import pytest
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_nvme_arbitration_apply as boot
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _devices as devices
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _kernelfs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from fakehost import FakeHost
@@ -51,8 +52,8 @@ def test_multipath_path_disks_belong_to_their_controller_and_head(tmp_path):
     h.add_nvme_multipath_head(subsys=2, ns=1, ctrls=(2, 3))
     ctrls = nvme.scan_controllers(_kernelfs.KernelFS(h.root))
     assert ctrls["nvme2"].namespaces == ["nvme2c2n1"] and ctrls["nvme3"].namespaces == ["nvme2c3n1"]
-    assert [nvme.multipath_head(ns) for ns in ("nvme2c3n1", "nvme2n1", "vda")] == ["nvme2n1", None, None]
-    assert [nvme.path_controller(ns) for ns in ("nvme2c3n1", "nvme12c13n4", "nvme2n1")] == ["nvme3", "nvme13", None]
+    assert [devices.multipath_head(ns) for ns in ("nvme2c3n1", "nvme2n1", "vda")] == ["nvme2n1", None, None]
+    assert [devices.path_controller(ns) for ns in ("nvme2c3n1", "nvme12c13n4", "nvme2n1")] == ["nvme3", "nvme13", None]
 
 
 def test_hctxs_from_sysfs_and_debugfs(tmp_path):
