@@ -11,6 +11,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import COST_COEFS, CodecError, parse_rate
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._iocost import KERNEL_CLASSES, kernel_class
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import match_entry
 
 try:
@@ -86,9 +88,11 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
     QoS: the common ``qos``; a calibration entry's own QoS only with ``calibration_qos`` (it marks
     where the device saturates, far above what a latency-sensitive reader tolerates: the isolation
     benchmark measured no protection with it). Returns
-    ``{devices: [{device, model, qos}], sources: {selector: explicit|calibration|kernel}, warnings: []}``.
+    ``{devices: [{device, model, qos}], sources: {selector: explicit|calibration|kernel}, warnings: [],
+    disks: [{device, model}]}``: ``disks`` has the six coefficients each disk will run on once applied,
+    for planning shares of a model before the apply (the ``io_max_caps`` and ``per_disk`` filters).
     """
-    out = {"devices": [], "sources": {}, "warnings": []}
+    out = {"devices": [], "sources": {}, "warnings": [], "disks": []}
     for disk in disks or []:
         identity = disk["identity"]
         names = _identity_names(identity)
@@ -110,7 +114,32 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
             item["qos"] = disk_qos
         out["devices"].append(item)
         out["sources"][selector] = source
+        out["disks"].append({"device": selector, "model": expected_model(disk, model)})
     return out
+
+
+def expected_model(disk, model):
+    """The coefficients an io_facts disk will run on with ``model`` applied (None: the kernel's class).
+
+    ctrl=auto: the kernel's model as io_facts read it when iocost already runs on the disk with
+    ctrl=auto, else the class the kernel will pick (``_iocost.kernel_class``). Coefficients the model
+    does not give keep that base (a partial write keeps the others, observed on 6.1 and 6.12).
+    """
+    held = dict((disk.get("iocost") or {}).get("model") or {})
+    if held.get("ctrl") == "auto" and all(k in held for k in COST_COEFS):
+        base = dict((k, int(held[k])) for k in COST_COEFS)
+    else:
+        cls = kernel_class(disk["identity"].get("rotational"), (disk.get("queue") or {}).get("nr_requests"))
+        base = dict(KERNEL_CLASSES[cls])
+    if model and model.get("ctrl") != "auto":
+        for key in COST_COEFS:
+            if key in model:
+                try:
+                    base[key] = parse_rate(model[key]) if key in ("rbps", "wbps") else int(model[key])
+                except (CodecError, TypeError, ValueError):
+                    raise AnsibleFilterError("iocost model %s=%r for %s is not a number"
+                                             % (key, model[key], stable_selector(disk["identity"])))
+    return base
 
 
 def _percent(value):
@@ -187,6 +216,17 @@ def disk_entries(disks, settings):
     return out
 
 
+def group_entries(names, settings, label=""):
+    """``{name: {label: <label><name>, name, **settings}}``: host_profile ``cgroups`` entries for groups
+    that take the same settings, keyed by name (a role's plan replaces its own entries)."""
+    out = {}
+    for name in names or []:
+        entry = dict(settings or {})
+        entry.update(name=name, label=label + name)
+        out[name] = entry
+    return out
+
+
 def _short(value, limit=120):
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -228,4 +268,5 @@ class FilterModule(object):
     def filters(self):
         return {"select_disks": select_disks, "iocost_plan": iocost_plan, "io_max_caps": io_max_caps,
                 "ram_share": ram_share, "per_disk": per_disk, "disk_entries": disk_entries,
+                "group_entries": group_entries,
                 "drift_summary": drift_summary}

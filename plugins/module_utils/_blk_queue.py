@@ -42,7 +42,7 @@ import os
 import re
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver, resolve_each
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     BLK_QUEUE_RULES, PersistError, is_managed, udev_match,
@@ -117,33 +117,23 @@ def requests(params):
 
 def resolve(resolver, selectors):
     """[record] for the selectors (whole disks, each once); one DeviceError naming every failure."""
-    records, problems, seen = [], [], {}
-    for selector in selectors:
+    def one(selector):
         try:
-            record = resolver.resolve(selector)
+            return resolver.resolve(selector)
         except DeviceError as e:
-            if e.reason == "partition" and e.candidates:
-                parent = e.candidates[0]
-                e = DeviceError("%r is a partition of %s (%s): a partition has no queue of its own (no queue/ "
-                                "directory), its I/O goes through the whole disk's queue; use %s"
-                                % (selector, parent["name"], parent["majmin"], parent["name"]),
-                                selector=selector, reason="partition", candidates=e.candidates)
-            problems.append(e)
-            continue
-        if record.name in seen:
-            problems.append(DeviceError("%r and %r both resolve to %s; list each disk once"
-                                        % (seen[record.name], selector, record.summary()),
-                                        selector=selector, reason="duplicate", candidates=[record.brief()]))
-            continue
-        seen[record.name] = selector
-        records.append(record)
-    if len(problems) == 1:
-        raise problems[0]
-    if problems:
-        raise DeviceError("%d of %d device selectors failed (nothing was changed):\n%s"
-                          % (len(problems), len(selectors), "\n".join("- " + e.message for e in problems)),
-                          selector=[e.selector for e in problems], reason="several", errors=problems)
-    return records
+            if e.reason != "partition" or not e.candidates:
+                raise
+            parent = e.candidates[0]
+            raise DeviceError("%r is a partition of %s (%s): a partition has no queue of its own (no queue/ "
+                              "directory), its I/O goes through the whole disk's queue; use %s"
+                              % (selector, parent["name"], parent["majmin"], parent["name"]),
+                              selector=selector, reason="partition", candidates=e.candidates)
+
+    def duplicate(first, selector, record):
+        return DeviceError("%r and %r both resolve to %s; list each disk once" % (first, selector, record.summary()),
+                           selector=selector, reason="duplicate", candidates=[record.brief()])
+
+    return resolve_each(selectors, one, DeviceError, "device", duplicate)
 
 
 # ---------------------------------------------------------------------------------------------

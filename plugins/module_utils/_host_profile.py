@@ -33,7 +33,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
-    ModuleError, ReconcileError, Reconciler, RequestError,
+    ModuleError, ReconcileError, Reconciler, RequestError, Setting,
 )
 
 # Kernel order across sections: iocost (model, QoS) first, because per-disk weights and the
@@ -90,6 +90,42 @@ class Section:
         self.label = label
         self.part = part
         self.keys = {}     # the engine key this call gave a setting -> the key the section's own report uses
+
+
+class Labeled(Setting):
+    """A section's setting under the key ``<label>: <its key>`` and in the section's order band.
+
+    The setting itself is untouched (some use their key as their path); this only renames it for
+    the one engine run, so two sections' keys never collide and messages name the section.
+    """
+
+    def __init__(self, inner, label, order):  # pylint: disable=super-init-not-called
+        self.inner = inner
+        self.label = label
+        self.key = "%s: %s" % (label, inner.key)
+        self.order = order
+
+    @property
+    def desired(self):
+        return self.inner.desired
+
+    def read(self, fs):
+        return self.inner.read(fs)
+
+    def write(self, fs, value, current):
+        return self.inner.write(fs, value, current)
+
+    def differs(self, current):
+        return self.inner.differs(current)
+
+    def validate(self, current):
+        return ["%s: %s" % (self.label, p) for p in self.inner.validate(current)]
+
+    def restore(self, fs, previous):
+        return self.inner.restore(fs, previous)
+
+    def report(self, value):
+        return self.inner.report(value)
 
 
 def plan(params, fs, runner):
@@ -154,21 +190,16 @@ def run(params, fs, runner, check_mode):
     settings = []
     for band, section in enumerate(sections, 1):
         for s in section.part.settings:
-            own = s.key
-            s.key = "%s: %s" % (section.label, own)
-            s.order = band * BAND + s.order
-            section.keys[s.key] = own
-            settings.append(s)
+            labeled = Labeled(s, section.label, band * BAND + s.order)
+            section.keys[labeled.key] = s.key
+            settings.append(labeled)
     result = Reconciler(fs, check_mode=check_mode).run(settings)
     out = {"changed": result["changed"], "diff": result["diff"], "sections": {}, "cgroups": {},
            "reboot_required": False, "warnings": []}
     for section in sections:
-        for s in section.part.settings:     # the section's own keys again, for its own report
-            s.key = section.keys[s.key]
         own = _share(result, section.keys)
         report = section.part.report(own, check_mode)
         out["warnings"].extend("%s: %s" % (section.label, w) for w in report.pop("warnings", []))
-        report.pop("diff", None)            # the profile's diff has it, under the section's label
         if section.name == "cgroups":
             out["cgroups"][report["name"]] = report
         else:

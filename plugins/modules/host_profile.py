@@ -122,14 +122,14 @@ diff:
     after: {"training slice: training.slice": {IOWeight: "50"}}
 sections:
   description:
-    - The result of each section given, as its module returns it (without its diff, which RV(diff) has), keyed by
+    - The result of each section given, as its module returns it (its C(diff) keyed as that module keys it), by
       section name (C(iocost), C(blk_queue), C(sysctl), C(nvme_queues)).
   returned: always
   type: dict
   sample:
     sysctl: {changed: false, kernel: {vm.swappiness: "10"}, persisted_to: {/etc/sysctl.d/90-aiinfra-io-isolation.conf: {vm.swappiness: "10"}}}
 cgroups:
-  description: The result of each cgroup, as M(aiinfra.io_isolation.cgroup) returns it (without its diff), by name.
+  description: The result of each cgroup, as M(aiinfra.io_isolation.cgroup) returns it, by name.
   returned: always
   type: dict
   sample:

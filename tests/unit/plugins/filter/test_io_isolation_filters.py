@@ -7,6 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aiinfra.io_isolation.plugins.filter import io_isolation as f
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._iocost import KERNEL_CLASSES
 
 WWID_A = "nvme.1b36-6c61622d6e766d652d61-51454d55204e564d65204374726c-00000001"
 
@@ -93,6 +94,34 @@ def test_calibration_of_another_firmware_is_used_with_a_warning():
     assert "firmware 9.2.0" in plan["warnings"][0] and "8.0.0" in plan["warnings"][0]
 
 
+def test_the_plan_knows_each_disks_model_before_the_apply():
+    held = dict(disk("nvme2n1", "259:2", "lab-nvme-c", model="Fast NVMe"), iocost={"enabled": True, "model": dict(
+        ctrl="auto", model="linear", rbps=3102524156, rseqiops=724816, rrandiops=778122, wbps=1742780862,
+        wseqiops=425702, wrandiops=443193)})
+    qd1 = dict(disk("sdb", "8:16", "SSD1", kind="scsi", model="Old SSD"), queue={"nr_requests": 1})
+    spinning = disk("sdc", "8:32", "HDD2", kind="scsi", rotational=True, model="Spinning Disk")
+    disks = [FACTS["devices"]["nvme0n1"], FACTS["devices"]["nvme1n1"], spinning, held, qd1]
+    plan = f.iocost_plan(disks, {"lab-nvme-b": {"rbps": "2GB", "wrandiops": 60000}}, [CAL], QOS)
+    a, b, hdd, fast, ssd_qd1 = plan["disks"]
+    assert a == {"device": WWID_A, "model": CAL["iocost_model"]}           # calibrated
+    # a partial explicit model keeps the class's other coefficients (what the kernel does)
+    assert b["model"] == dict(KERNEL_CLASSES["ssd_dfl"], rbps=2000000000, wrandiops=60000)
+    assert hdd["model"] == KERNEL_CLASSES["hdd"]                             # rotational: the kernel's hdd class
+    assert fast["model"]["rbps"] == 3102524156                               # iocost runs: what the kernel holds
+    assert ssd_qd1["model"] == KERNEL_CLASSES["ssd_qd1"]
+    caps = f.io_max_caps(plan["disks"], {"wbps": "50%"})
+    assert caps["lab-nvme-b"] == {"wbps": KERNEL_CLASSES["ssd_dfl"]["wbps"] // 2}
+    with pytest.raises(AnsibleFilterError, match="rbps='fast' for lab-nvme-b is not a number"):
+        f.iocost_plan(disks[1:2], {"lab-nvme-b": {"rbps": "fast"}}, [], QOS)
+
+
+def test_group_entries():
+    assert f.group_entries(["a/b", "c"], {"io": {"prio_class": "idle"}}, "inference group ") == {
+        "a/b": {"io": {"prio_class": "idle"}, "name": "a/b", "label": "inference group a/b"},
+        "c": {"io": {"prio_class": "idle"}, "name": "c", "label": "inference group c"}}
+    assert f.group_entries([], {}) == {}
+
+
 def test_disk_without_stable_identity_is_refused():
     nameless = disk("vdb", "254:16", None, kind="virtio")
     nameless["identity"]["by_id"] = []
@@ -151,7 +180,7 @@ def test_per_disk_and_entries_use_stable_selectors():
         f.disk_entries([{"identity": {"name": "loop0", "stable_selector": None,
                                       "stable_id_note": "loop devices are numbered at attach time"}}], {})
     assert set(f.FilterModule().filters()) == {"select_disks", "iocost_plan", "io_max_caps", "ram_share", "per_disk",
-                                               "disk_entries", "drift_summary"}
+                                               "disk_entries", "group_entries", "drift_summary"}
 
 
 def test_drift_summary_lines():

@@ -7,7 +7,10 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup, host_profile
+from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue, cgroup, host_profile, iocost
+from fakehost import FakeHost
+from simkernel import SimIocost, SimKernel
+from simqueue import SimQueue
 from test_cgroup import Lab
 
 INFERENCE = {"label": "inference slice", "name": "inference.slice", "create": True, "io": {"weight": 1000},
@@ -99,3 +102,56 @@ def test_a_kernel_refusal_in_a_later_section_restores_the_earlier_one(lab):
     assert result["restored"] == ["training slice: training.slice", "inference slice: inference.slice"]
     assert lab.config_files() == [], "both slices' drop-ins and unit files are removed again"
     assert lab.cgfile("inference.slice", "io.weight") == "default 100"
+
+
+# -- iocost and block queues in one run (the kernel's order across sections) -------------------
+
+MODEL = {"rbps": 2000000000, "rseqiops": 100000, "rrandiops": 100000, "wbps": 1000000000, "wseqiops": 50000,
+         "wrandiops": 50000}
+QOS = {"rpct": 95, "rlat": 5000, "wpct": 95, "wlat": 5000, "min": 50, "max": 150}
+
+
+@pytest.fixture
+def disks(tmp_path, monkeypatch, run_module):
+    h = FakeHost(tmp_path, kernel="6.12.118+deb13-amd64")
+    h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1, hw_queues=2)
+    h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
+    h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
+    h.add_cgroup_root()
+    h.write("/lib/modules/6.12.118+deb13-amd64/modules.alias", "alias bfq-iosched bfq")
+    h.write("/lib/modules/6.12.118+deb13-amd64/modules.dep", "kernel/block/kyber-iosched.ko.xz:")
+    sim = SimKernel(h.root)
+    h.q = {"nvme0n1": SimQueue(sim, h, "nvme0n1"), "nvme1n1": SimQueue(sim, h, "nvme1n1")}
+    h.iocost = SimIocost(sim, devices=("259:0", "259:1", "254:0"))
+    for module in (host_profile, blk_queue, iocost):
+        monkeypatch.setattr(module, "KernelFS", lambda: sim)
+    monkeypatch.setattr(host_profile, "Runner", lambda module: None)
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: None)
+    h.sim = sim
+    h.run = run_module
+    return h
+
+
+def test_iocost_before_the_block_queues_and_the_same_result_as_the_modules(disks):
+    profile = {"iocost": {"devices": [{"device": "lab-nvme-a", "model": MODEL, "qos": QOS}]},
+               "blk_queue": {"devices": [{"device": "lab-nvme-a", "scheduler": "mq-deadline", "read_ahead_kb": 256}]}}
+    result = disks.run(host_profile.main, **profile)
+    assert not result.get("failed"), result.get("msg")
+    written = [p for p, _line in disks.sim.writes]
+    assert written.index("/sys/fs/cgroup/io.cost.qos") < written.index("/sys/block/nvme0n1/queue/scheduler")
+    assert result["sections"]["blk_queue"]["devices"][0]["held"]["scheduler"] == "mq-deadline"
+    assert result["sections"]["iocost"]["devices"][0]["model"]["rbps"] == 2000000000
+    assert "blk_queue: /sys/block/nvme0n1/queue/read_ahead_kb" in result["diff"]["after"]
+    # each module, given its section, finds nothing left to do; so does the profile
+    assert disks.run(iocost.main, **profile["iocost"])["changed"] is False
+    assert disks.run(blk_queue.main, **profile["blk_queue"])["changed"] is False
+    assert disks.run(host_profile.main, **profile)["changed"] is False
+
+
+def test_a_bad_block_queue_value_refuses_the_iocost_section_too(disks):
+    profile = {"iocost": {"devices": [{"device": "lab-nvme-a", "model": MODEL, "qos": QOS}]},
+               "blk_queue": {"devices": [{"device": "lab-nvme-a", "read_ahead_kb": -1}]}}
+    result = disks.run(host_profile.main, **profile)
+    assert result["failed"] and "read_ahead_kb" in result["msg"], result
+    assert all(e.startswith("blk_queue: ") for e in result["errors"]), result["errors"]
+    assert disks.sim.writes == []
