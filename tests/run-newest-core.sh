@@ -8,8 +8,9 @@
 # ~/.cache/aiinfra-io_isolation/controllers/debian13-<hash of the recipe>/. There it runs:
 #   unit      pytest tests/unit
 #   sanity    ansible-test sanity --python 3.13 on the whole collection (tests/run-sanity.sh)
-#   playbook  playbooks/site.yml (io_baseline, inference, training) against a Debian 13 lab VM,
-#             then once more, which must change nothing
+#   playbook  playbooks/site.yml (io_baseline, inference, training) against a Debian 13 lab VM:
+#             first with a bad role argument, which must fail before the host changes, then a
+#             converge, then once more, which must change nothing
 #   usage: tests/run-newest-core.sh [unit] [sanity] [playbook]     (default: all three)
 # The chroot shares this machine's network (the lab VM's SSH port is on 127.0.0.1). Every command
 # in it runs in a mount namespace of its own (/proc, /dev, a read-only /sys, the repository and the
@@ -205,6 +206,21 @@ all:
       hosts:
         $NAME:
 EOF
+  # A bad argument of a later role fails before the host is changed: the roles plan on the
+  # controller and the one apply comes after every role's argument check (issue 22).
+  say "playbook run 0: site.yml with inference_io_weight=lots must fail and change nothing"
+  t=$(now)
+  in_chroot ansible-playbook -i "$WORK/inventory.yml" -i "$WORK/groups.yml" playbooks/site.yml \
+    -e inference_io_weight=lots 2>&1 | tee "$WORK/run0.log" || true
+  recap "$WORK/run0.log" >"$WORK/recap0.txt"
+  if ! grep -q ' changed=0 .* failed=1 ' "$WORK/recap0.txt" \
+    || ! grep -q "inference_io_weight" "$WORK/run0.log" \
+    || grep -q "Apply what the roles planned" "$WORK/run0.log"; then
+    echo "newest-core: a bad inference_io_weight did not fail before the apply:" >&2
+    cat "$WORK/recap0.txt" >&2
+    exit 1
+  fi
+  STEPS+=("site.yml run 0 (bad argument, refused before the apply) $(($(now) - t)) s: $(tr -s ' ' <"$WORK/recap0.txt")")
   for run in 1 2; do
     say "playbook run $run: ansible-playbook playbooks/site.yml"
     t=$(now)
