@@ -112,12 +112,9 @@ def _clean_token(value):
     return re.sub(r"\s+", "_", value.strip())
 
 
-class DeviceError(Exception):
-    """A selector that does not name exactly one usable whole disk.
-
-    ``reason`` is one of: empty, not_found, ambiguous, partition, hidden, not_mq, duplicate,
-    several. ``candidates`` lists what exists (dicts with name, majmin, serial, wwn, kind).
-    """
+class SelectorError(Exception):
+    """A selector that does not name exactly one thing: ``reason`` (not_found, ambiguous, duplicate,
+    several, ...), ``candidates`` (what exists), ``errors`` (each failure, for ``several``)."""
 
     def __init__(self, message, selector=None, reason="not_found", candidates=None, errors=None):
         self.message = message
@@ -125,7 +122,7 @@ class DeviceError(Exception):
         self.reason = reason
         self.candidates = candidates or []
         self.errors = errors or []
-        super(DeviceError, self).__init__(message)
+        super(SelectorError, self).__init__(message)
 
     def as_dict(self):
         out = {"msg": self.message, "selector": self.selector, "reason": self.reason,
@@ -133,6 +130,14 @@ class DeviceError(Exception):
         if self.errors:
             out["errors"] = [e.as_dict() for e in self.errors]
         return out
+
+
+class DeviceError(SelectorError):
+    """A selector that does not name exactly one usable whole disk.
+
+    ``reason`` is one of: empty, not_found, ambiguous, partition, hidden, not_mq, duplicate,
+    several. ``candidates`` lists what exists (dicts with name, majmin, serial, wwn, kind).
+    """
 
 
 class BlockDevice:

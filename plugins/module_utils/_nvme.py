@@ -35,7 +35,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codec
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_mounts
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import (
-    NVME_CTRL_NAME as CTRL_NAME, DeviceError, DeviceResolver, natural, path_controller, resolve_each,
+    NVME_CTRL_NAME as CTRL_NAME, DeviceError, DeviceResolver, SelectorError, natural, path_controller, resolve_each,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 
@@ -104,16 +104,8 @@ def scan_controllers(fs, warnings=None):
     return out
 
 
-class ControllerError(Exception):
+class ControllerError(SelectorError):
     """A selector that does not name exactly one NVMe controller (``reason`` as in DeviceError)."""
-
-    def __init__(self, message, selector=None, reason="not_found", candidates=None, errors=None):
-        self.message = message
-        self.selector = selector
-        self.reason = reason
-        self.candidates = candidates or []
-        self.errors = errors or []
-        super(ControllerError, self).__init__(message)
 
 
 # Selectors are looked up in sysfs and never reach a shell, but a selector that could only be

@@ -19,9 +19,9 @@ NVME_A_RULE = ("/etc/udev/rules.d/91-aiinfra-blk-queue-wwn_nvme.1b36-6c61622d6e7
 VIRTIO_RULE = "/etc/udev/rules.d/91-aiinfra-blk-queue-virtio-serial_lab-virtio-data.rules"
 
 
-@pytest.fixture
-def lab(tmp_path, monkeypatch, run_module):
-    """Like the lab VM (6.12): two QEMU NVMe disks, the rotational virtio data disk, vda with a partition."""
+def queue_host(tmp_path):
+    """Like the lab VM (6.12): two QEMU NVMe disks, the rotational virtio data disk, vda with a partition;
+    its queue files behave like the kernel's (``h.q``, ``h.sim``). test_host_profile uses it too."""
     h = FakeHost(tmp_path, kernel="6.12.118+deb13-amd64")
     h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1, hw_queues=2)
     h.add_virtio(name="vdb", majmin="254:16", serial="lab-virtio-data", hw_queues=2)
@@ -33,10 +33,18 @@ def lab(tmp_path, monkeypatch, run_module):
     sim = SimKernel(h.root)
     h.q = {"nvme0n1": SimQueue(sim, h, "nvme0n1"), "nvme1n1": SimQueue(sim, h, "nvme1n1"),
            "vdb": SimQueue(sim, h, "vdb", nr_tags=256, rotational=True, max_hw_sectors_kb=2147483647)}
+    h.sim = sim
+    return h
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch, run_module):
+    h = queue_host(tmp_path)
+    sim = h.sim
     monkeypatch.setattr(blk_queue, "KernelFS", lambda: sim)
     warnings = []
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
-    h.sim, h.warnings = sim, warnings
+    h.warnings = warnings
     h.run = lambda **args: run_module(blk_queue.main, **args)
     return h
 

@@ -8,9 +8,8 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue, cgroup, host_profile, iocost
-from fakehost import FakeHost
-from simkernel import SimIocost, SimKernel
-from simqueue import SimQueue
+from simkernel import SimIocost
+from test_blk_queue import queue_host
 from test_cgroup import Lab
 
 INFERENCE = {"label": "inference slice", "name": "inference.slice", "create": True, "io": {"weight": 1000},
@@ -113,21 +112,13 @@ QOS = {"rpct": 95, "rlat": 5000, "wpct": 95, "wlat": 5000, "min": 50, "max": 150
 
 @pytest.fixture
 def disks(tmp_path, monkeypatch, run_module):
-    h = FakeHost(tmp_path, kernel="6.12.118+deb13-amd64")
-    h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1, hw_queues=2)
-    h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-    h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
-    h.add_cgroup_root()
-    h.write("/lib/modules/6.12.118+deb13-amd64/modules.alias", "alias bfq-iosched bfq")
-    h.write("/lib/modules/6.12.118+deb13-amd64/modules.dep", "kernel/block/kyber-iosched.ko.xz:")
-    sim = SimKernel(h.root)
-    h.q = {"nvme0n1": SimQueue(sim, h, "nvme0n1"), "nvme1n1": SimQueue(sim, h, "nvme1n1")}
+    h = queue_host(tmp_path)
+    sim = h.sim
     h.iocost = SimIocost(sim, devices=("259:0", "259:1", "254:0"))
     for module in (host_profile, blk_queue, iocost):
         monkeypatch.setattr(module, "KernelFS", lambda: sim)
     monkeypatch.setattr(host_profile, "Runner", lambda module: None)
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: None)
-    h.sim = sim
     h.run = run_module
     return h
 
