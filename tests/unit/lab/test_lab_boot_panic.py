@@ -30,6 +30,9 @@ def test_wait_ssh_returns_at_once_on_a_panic_when_the_caller_retries(tmp_path, m
     inst = types.SimpleNamespace(run=tmp_path, name="co-debian13")
     (tmp_path / "serial.log").write_text(OOPS)
     monkeypatch.setattr(lab, "_pid_alive", lambda pid: True)
-    monkeypatch.setattr(lab, "ssh_run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no SSH after a panic")))
+    def no_ssh(*_args, **_kwargs):
+        raise AssertionError("no SSH after a panic")
+
+    monkeypatch.setattr(lab, "ssh_run", no_ssh)
     monkeypatch.setattr(lab, "log", lambda msg: None)
     assert lab.wait_ssh({"pid": 1, "port": 2222}, 600, inst, fatal=False, panic_since=0) is None
