@@ -30,6 +30,7 @@ def test_wait_ssh_returns_at_once_on_a_panic_when_the_caller_retries(tmp_path, m
     inst = types.SimpleNamespace(run=tmp_path, name="co-debian13")
     (tmp_path / "serial.log").write_text(OOPS)
     monkeypatch.setattr(lab, "_pid_alive", lambda pid: True)
+
     def no_ssh(*_args, **_kwargs):
         raise AssertionError("no SSH after a panic")
 
