@@ -19,14 +19,14 @@ export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup apt venv tree check unit sanity lint build docs docs-check changelog-check py39-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling
+.PHONY: help setup apt venv tree collections check unit sanity lint build docs docs-check changelog-check py39-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test (make check: the stages that need no VM)"
 	@echo "make unit | sanity | py39-check | lint | build | docs-check | docs | changelog-check | test-newest | bench-isolation-smoke"
 	@echo "make lab-test (all scenarios) | $(LAB_STAGES)"
-	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | clean"
+	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | bench-rollout | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -45,7 +45,15 @@ $(BIN)/.installed: requirements/dev.in requirements/constraints.txt
 
 venv: $(BIN)/.installed
 
-setup: apt venv tree
+# Collections besides this one (requirements/collections.txt: ansible.posix for the rollout benchmark's
+# hand-written playbook, which make lint checks too), into .cache/installed.
+$(CACHE)/installed/.installed: requirements/collections.txt tests/run-install-collections.sh $(BIN)/.installed
+	bash tests/run-install-collections.sh $(abspath $(BIN))
+	touch $@
+
+collections: $(CACHE)/installed/.installed
+
+setup: apt venv tree collections
 
 # A symlink tree so ansible-core finds the collection as aiinfra.io_isolation. Left alone when it
 # is right: make test runs stages side by side, and ln -sfn is not atomic.
@@ -146,6 +154,13 @@ bench-isolation: lab-images
 # device-bound (docs/isolation.md, "The lab disk").
 bench-ceiling: lab-images
 	$(BIN)/python benchmarks/isolation/ceiling.py $(BENCH_ARGS)
+
+# Benchmark (not a test): the same co-location settings rolled out by a hand-written playbook
+# (ansible.builtin + ansible.posix, a task per file) and by site.yml on one lab VM, converge and two no-op
+# re-runs each, interleaved; wall time, ratios and remote module executions per host (counted by a
+# callback). Results in benchmarks/rollout/results/ (benchmarks/rollout/README.md).
+bench-rollout: lab-images
+	$(BIN)/python benchmarks/rollout/bench.py $(BENCH_ARGS)
 
 # The same benchmark cut to one configuration and a few seconds, so that it cannot rot (make test).
 bench-isolation-smoke: lab-images

@@ -1,0 +1,433 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark: what a rollout and a drift-check re-run cost, hand-written playbook against site.yml.
+
+The same co-location settings (settings.yml) are rolled out on one lab VM two ways:
+
+  handwritten  handwritten.yml: ansible.builtin + ansible.posix, about a task per file or setting
+  site         playbooks/site.yml (io_baseline + inference + training) with site_vars.yml, the
+               host in both groups
+
+Each method gets a converge and two no-op re-runs, one block per method, the blocks alternating
+(round 1: handwritten then site, round 2: site then handwritten, ...) so that machine noise hits
+both alike. Before every converge the VM is put back into the unconfigured state: playbooks/purge.yml
+for the collection's files, then guest.py's reset for the hand-written playbook's files and the live
+values (block queues, sysctls, iocost, slices) - outside the timed runs, and checked against the
+state read right after boot. A warm-up converge of each method first (reported as "cold", not in the
+ratios) lets the guest's code cache compile each method's modules once. After every converge and
+no-op the kernel's values are read back: both methods must leave exactly the same ones.
+
+Timed: the whole ansible-playbook run (wall clock). Counted by the callback plugin
+callback_plugins/module_count.py: remote module executions per host per run, reboots separately,
+and the modules the action plugins sent. No reboot: the NVMe poll_queues setting waits for the next
+boot with both methods.
+
+Writes <results>/<date>-<guest>-<accel>[-<label>].json and .md and prints the table; the playbook
+logs go to <out>/ansible.log.
+
+  .venv/bin/python benchmarks/rollout/bench.py [--rounds 2] [--label x]   (or: make bench-rollout)
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [os.path.dirname(HERE)]
+from labvm import accel, add_vm_args, ansible_playbook, guest_script, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
+
+METHODS = ("handwritten", "site")
+LABELS = {"handwritten": "hand-written", "site": "site.yml"}
+RUNS = ("converge", "noop1", "noop2")
+RUN_LABELS = {"cold": "converge (cold, warm-up)", "converge": "converge", "noop1": "no-op re-run 1",
+              "noop2": "no-op re-run 2"}
+SETTINGS = os.path.join(HERE, "settings.yml")
+PLAYBOOKS = {"handwritten": (os.path.join(HERE, "handwritten.yml"), []),
+             "site": (os.path.join(REPO, "playbooks", "site.yml"),
+                      ["@" + SETTINGS, "@" + os.path.join(HERE, "site_vars.yml")])}
+PURGE = os.path.join(REPO, "playbooks", "purge.yml")
+# What the hand-written playbook leaves on the host (its undo removes them; the slice directories whole).
+HANDWRITTEN_FILES = ("/etc/udev/rules.d/91-rollout-iocost.rules", "/etc/udev/rules.d/91-rollout-queue.rules",
+                     "/etc/sysctl.d/90-rollout.conf", "/etc/modprobe.d/rollout-nvme.conf")
+# The tree whose change under a running benchmark makes its site.yml figures a mix of two versions.
+WATCHED = ("playbooks", "roles", "plugins")
+# Issue 22's acceptance: site.yml faster by these factors, and this many module executions per host.
+TARGETS = {"converge": 3.0, "noop": 5.0, "executions": 2}
+
+
+def load_settings():
+    with open(SETTINGS) as f:
+        return yaml.safe_load(f)
+
+
+def guest_spec(settings):
+    return {"disks": settings["rollout_disks"], "sysctls": sorted(settings["rollout_sysctls"]),
+            "slices": [settings["rollout_inference"]["slice"], settings["rollout_training"]["slice"]]}
+
+
+def handwritten_files(settings):
+    out = list(HANDWRITTEN_FILES)
+    for s in (settings["rollout_inference"]["slice"], settings["rollout_training"]["slice"]):
+        out += ["/etc/systemd/system/" + s, "/etc/systemd/system/%s.d" % s]
+    return out
+
+
+def kernel_part(state):
+    """The values the settings decide (not which files hold them: those differ by method)."""
+    return {k: v for k, v in state.items() if k != "persisted"}
+
+
+def configured(state):
+    """What of either method a host holds (a VM reused with --reuse must hold none of it)."""
+    out = ["%s iocost" % serial for serial, d in state["disks"].items() if d["iocost_qos"] != "off"]
+    out += ["%s exists" % unit for unit, files in state["slices"].items() if files is not None]
+    return out + [p for p in state["persisted"] if "rollout" in p or "aiinfra" in p]
+
+
+def settings_problems(state, settings):
+    """What in a converged host's state differs from settings.yml (beyond the two methods agreeing)."""
+    problems = []
+    model = settings["rollout_iocost_model"]
+    for serial in settings["rollout_disks"]:
+        d = state["disks"].get(serial)
+        if d is None:
+            problems.append("disk %s not found" % serial)
+            continue
+        if "enable=1" not in (d["iocost_qos"] or "") or "rbps=%d " % model["rbps"] not in (d["iocost_model"] or ""):
+            problems.append("%s iocost: %s / %s" % (serial, d["iocost_model"], d["iocost_qos"]))
+        if "[%s]" % settings["rollout_scheduler"] not in (d["scheduler"] or ""):
+            problems.append("%s scheduler: %s" % (serial, d["scheduler"]))
+        if d["read_ahead_kb"] != str(settings["rollout_read_ahead_kb"]):
+            problems.append("%s read_ahead_kb: %s" % (serial, d["read_ahead_kb"]))
+    for name, value in settings["rollout_sysctls"].items():
+        if state["sysctls"].get(name) != str(value):
+            problems.append("%s: %s" % (name, state["sysctls"].get(name)))
+    if state["nvme_options"].get("poll_queues") != str(settings["rollout_nvme_poll_queues"]):
+        problems.append("nvme options: %s" % state["nvme_options"])
+    inf, trn = settings["rollout_inference"], settings["rollout_training"]
+    want = {inf["slice"]: {"io.weight": "default %d" % inf["io_weight"], "memory.low": str(inf["memory_low"]),
+                           "memory.min": str(inf["memory_min"]), "cpu.weight": str(inf["cpu_weight"])},
+            trn["slice"]: {"io.weight": "default %d" % trn["io_weight"], "memory.high": str(trn["memory_high"]),
+                           "cpu.weight": str(trn["cpu_weight"])}}
+    for unit, files in want.items():
+        got = state["slices"].get(unit) or {}
+        for f, v in files.items():
+            if got.get(f) != v:
+                problems.append("%s %s: %s" % (unit, f, got.get(f)))
+    return problems
+
+
+def diff(a, b, path=""):
+    """Where two JSON-like values differ, as 'path: a != b' lines."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += diff(a.get(k), b.get(k), "%s/%s" % (path, k))
+        return out
+    return [] if a == b else ["%s: %r != %r" % (path or "/", a, b)]
+
+
+def tree_fingerprint():
+    """sha256 over the files of WATCHED (site.yml, purge.yml, the roles and the modules they send)."""
+    h = hashlib.sha256()
+    for top in WATCHED:
+        for root, dirs, files in os.walk(os.path.join(REPO, top)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(".pyc"):
+                    continue
+                path = os.path.join(root, name)
+                h.update(os.path.relpath(path, REPO).encode() + b"\0")
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def git_head():
+    res = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    return res.stdout.strip() or None
+
+
+class Lab:
+    """The VM, its inventory (the host in both groups) and the playbook runs."""
+
+    def __init__(self, name, out):
+        self.name, self.out = name, out
+        self.inventory = [os.path.join(out, "inventory.yml"), os.path.join(out, "groups.yml")]
+        self.log = os.path.join(out, "ansible.log")
+
+    def write_inventory(self):
+        write_inventory(self.name, self.inventory[0])
+        with open(self.inventory[1], "w") as f:
+            f.write("all:\n  children:\n    inference:\n      hosts:\n        %(n)s:\n"
+                    "    training:\n      hosts:\n        %(n)s:\n" % {"n": self.name})
+
+    def guest(self, action, spec):
+        return guest_script(self.name, os.path.join(HERE, "guest.py"), [action, spec])
+
+    def playbook(self, path, extra, count_file=None):
+        """Run a playbook; (seconds, counts from the callback or None)."""
+        argv, env = ansible_playbook(self.inventory, path, extra)
+        installed = os.path.join(REPO, ".cache", "installed")
+        env["ANSIBLE_COLLECTIONS_PATH"] += os.pathsep + installed
+        if count_file:
+            env.update(ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "callback_plugins"),
+                       ANSIBLE_CALLBACKS_ENABLED="module_count", ROLLOUT_COUNT_FILE=count_file)
+            if os.path.exists(count_file):
+                os.unlink(count_file)
+        t0 = time.monotonic()
+        res = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        took = time.monotonic() - t0
+        with open(self.log, "a") as f:
+            f.write("$ %s\n%s\n%s\n" % (" ".join(argv), res.stdout, res.stderr))
+        if res.returncode != 0:
+            raise SystemExit("%s failed (rc %d); see %s:\n%s" % (os.path.basename(path), res.returncode, self.log,
+                                                                 res.stdout[-3000:]))
+        counts = None
+        if count_file:
+            with open(count_file) as f:
+                counts = json.load(f)
+        return took, counts
+
+
+def run_record(lab, method, round_, run, took, counts):
+    h = counts["hosts"].get(lab.name) or {}
+    st = counts["stats"].get(lab.name) or {}
+    return {"method": method, "round": round_, "run": run, "seconds": round(took, 1),
+            "executions": h.get("remote", 0), "module_runs": h.get("module_runs", 0), "reboots": h.get("reboot", 0),
+            "by_action": h.get("by_action", {}), "module_runs_by_module": h.get("module_runs_by_module", {}),
+            "changed": st.get("changed"), "ok": st.get("ok"), "load1": os.getloadavg()[0]}
+
+
+def ratio(a, b):
+    return round(a / b, 2) if a and b else None
+
+
+def spread(values):
+    return {"median": round(statistics.median(values), 1), "min": min(values), "max": max(values), "n": len(values)} \
+        if values else None
+
+
+def summarize(runs):
+    """Medians and spreads per method and kind of run (converge, noop = both re-runs), the ratios
+    hand-written / site.yml per round and overall, the counts, and the acceptance verdicts."""
+    def secs(method, kinds, rnd=None):
+        return [r["seconds"] for r in runs if r["method"] == method and r["run"] in kinds
+                and r["round"] != 0 and (rnd is None or r["round"] == rnd)]
+    kinds = {"converge": ("converge",), "noop": ("noop1", "noop2")}
+    out = {"time": {}, "ratio": {}, "per_round": [], "counts": {}, "acceptance": {}}
+    for kind, names in kinds.items():
+        out["time"][kind] = {m: spread(secs(m, names)) for m in METHODS}
+        med = [out["time"][kind][m]["median"] if out["time"][kind][m] else None for m in METHODS]
+        out["ratio"][kind] = ratio(*med)
+    rounds = sorted({r["round"] for r in runs if r["round"] != 0})
+    for rnd in rounds:
+        for run in RUNS:
+            t = {m: secs(m, (run,), rnd) for m in METHODS}
+            if all(t.values()):
+                out["per_round"].append({"round": rnd, "run": run, "handwritten": t["handwritten"][0],
+                                         "site": t["site"][0], "ratio": ratio(t["handwritten"][0], t["site"][0])})
+    for m in METHODS:
+        for kind, names in dict(kinds, cold=("cold",)).items():
+            rs = [r for r in runs if r["method"] == m and r["run"] in names]
+            if rs:
+                out["counts"].setdefault(m, {})[kind] = {
+                    k: sorted({r[k] for r in rs}) for k in ("executions", "module_runs", "reboots", "changed")}
+                out["counts"][m][kind]["by_action"] = rs[-1]["by_action"]
+                out["counts"][m][kind]["module_runs_by_module"] = rs[-1]["module_runs_by_module"]
+    site = out["counts"].get("site", {})
+    out["acceptance"] = {
+        "converge": {"target": TARGETS["converge"], "got": out["ratio"]["converge"],
+                     "met": bool(out["ratio"]["converge"] and out["ratio"]["converge"] >= TARGETS["converge"])},
+        "noop": {"target": TARGETS["noop"], "got": out["ratio"]["noop"],
+                 "met": bool(out["ratio"]["noop"] and out["ratio"]["noop"] >= TARGETS["noop"])},
+        "executions": {"target": TARGETS["executions"],
+                       "got": sorted({n for c in site.values() for n in c["executions"]}),
+                       "met": all(c["executions"] == [TARGETS["executions"]] for c in site.values()) and bool(site)},
+    }
+    return out
+
+
+def _range(values):
+    return str(values[0]) if len(values) == 1 else "%s-%s" % (values[0], values[-1])
+
+
+def _sp(s):
+    if not s:
+        return "-"
+    return "%.1f" % s["median"] if s["n"] == 1 else "%.1f (%.1f-%.1f, n=%d)" % (s["median"], s["min"], s["max"], s["n"])
+
+
+def markdown(results):
+    meta, summ, runs = results["meta"], results["summary"], results["runs"]
+    lines = ["# Rollout cost: hand-written playbook against site.yml", "",
+             "%s, %s guest (kernel %s), %s, ansible-core %s, pipelining on, one host in both groups; git %s "
+             "(watched tree %s%s). %d round(s), blocks alternating; %s." % (
+                 meta["date"], meta["guest"], meta.get("kernel", "?"), meta.get("accel"), meta["ansible_core"],
+                 meta["git"], meta["tree"][0], " - CHANGED DURING THE RUN: rerun" if len(meta["tree"]) > 1 else "",
+                 meta["rounds"], "warm-up converge of each method first" if meta["warmup"] else "no warm-up"),
+             "", "## Wall time per run (s)", "",
+             "| round | run | hand-written | site.yml | hand-written / site.yml |", "|---|---|---|---|---|"]
+    cold = {r["method"]: r["seconds"] for r in runs if r["run"] == "cold"}
+    if len(cold) == 2:
+        lines.append("| warm-up | %s | %.1f | %.1f | %.2f× |" % (RUN_LABELS["cold"], cold["handwritten"], cold["site"],
+                                                               ratio(cold["handwritten"], cold["site"])))
+    for r in summ["per_round"]:
+        lines.append("| %d | %s | %.1f | %.1f | %.2f× |" % (r["round"], RUN_LABELS[r["run"]], r["handwritten"], r["site"],
+                                                           r["ratio"]))
+    lines += ["", "## Summary (median, min-max)", "",
+              "| run | hand-written (s) | site.yml (s) | ratio of medians | issue 22's target |", "|---|---|---|---|---|"]
+    for kind, label in (("converge", "converge"), ("noop", "no-op re-run")):
+        acc = summ["acceptance"][kind]
+        lines.append("| %s | %s | %s | %s | ≥ %g× (%s) |" % (
+            label, _sp(summ["time"][kind]["handwritten"]), _sp(summ["time"][kind]["site"]),
+            "%.2f×" % summ["ratio"][kind] if summ["ratio"][kind] else "-", acc["target"], "met" if acc["met"] else "NOT met"))
+    lines += ["", "## Remote module executions per host per run (callback_plugins/module_count.py)", "",
+              "| method | run | module executions | modules sent (incl. copy's stat + file/copy) | reboots | changed tasks "
+              "| executions by action |", "|---|---|---|---|---|---|---|"]
+    for m in METHODS:
+        for kind, label in (("cold", "converge (cold)"), ("converge", "converge"), ("noop", "no-op re-run")):
+            c = summ["counts"].get(m, {}).get(kind)
+            if c:
+                lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                    LABELS[m], label, _range(c["executions"]), _range(c["module_runs"]), _range(c["reboots"]),
+                    _range(c["changed"]), ", ".join("%s %d" % kv for kv in sorted(c["by_action"].items()))))
+    acc = summ["acceptance"]["executions"]
+    lines += ["", "site.yml module executions per host per run: %s (target %d: %s)." % (
+        ", ".join(map(str, acc["got"])), acc["target"], "met" if acc["met"] else "NOT met")]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(results, directory, label):
+    os.makedirs(directory, exist_ok=True)
+    meta = results["meta"]
+    stem = "%s-%s-%s%s" % (meta["date"][:10], meta["guest"], meta.get("accel") or "unknown", "-" + label if label else "")
+    paths = [os.path.join(directory, stem + ext) for ext in (".json", ".md")]
+    with open(paths[0], "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+        f.write("\n")
+    text = markdown(results)
+    with open(paths[1], "w") as f:
+        f.write(text)
+    return paths, text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_vm_args(ap, "debian12", "bench-rollout")
+    ap.add_argument("--rounds", type=int, default=2, help="blocks per method (alternating order); default %(default)s")
+    ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                    help="a converge of each method before the rounds, reported as cold (default on)")
+    ap.add_argument("--methods", default=",".join(METHODS), help="for trying one method alone")
+    ap.add_argument("--label", default="", help="added to the result files' names")
+    ap.add_argument("--results", default=os.path.join(HERE, "results"), help="where the JSON and markdown go")
+    ap.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-rollout"), help="logs and counts")
+    a = ap.parse_args()
+    methods = [m for m in METHODS if m in a.methods.split(",")]
+    if not os.path.isdir(os.path.join(REPO, ".cache", "installed", "ansible_collections", "ansible", "posix")):
+        raise SystemExit("ansible.posix is not installed: make collections")
+    # A stop by signal still shuts the VM down (vm()'s finally).
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+    a.out = os.path.abspath(a.out)
+    os.makedirs(os.path.join(a.out, "counts"), exist_ok=True)
+    if os.path.exists(os.path.join(a.out, "ansible.log")):
+        os.unlink(os.path.join(a.out, "ansible.log"))
+    settings = load_settings()
+    spec = guest_spec(settings)
+    lab = Lab(a.name, a.out)
+    import ansible  # pylint: disable=import-outside-toplevel
+    results = {"meta": {"guest": a.guest, "rounds": a.rounds, "warmup": a.warmup, "methods": methods,
+                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": git_head(),
+                        "ansible_core": ansible.__version__, "tree": [tree_fingerprint()], "settings": settings},
+               "runs": [], "states": {}}
+    t_start = time.time()
+    expected = None
+
+    def check(state, what):
+        nonlocal expected
+        got = kernel_part(state)
+        if expected is None:
+            problems = settings_problems(state, settings)
+            if problems:
+                raise SystemExit("after %s the host does not hold settings.yml:\n  %s" % (what, "\n  ".join(problems)))
+            expected = got
+            results["states"]["converged"] = state
+        else:
+            d = diff(expected, got)
+            if d:
+                raise SystemExit("after %s the kernel holds other values than after the first converge:\n  %s"
+                                 % (what, "\n  ".join(d)))
+
+    def reset(reference):
+        lab.playbook(PURGE, [])
+        state = lab.guest("reset", dict(spec, files=handwritten_files(settings), reference=reference))
+        d = diff(reference, state)
+        if d:
+            raise SystemExit("the reset did not bring the host back to its state after boot:\n  %s" % "\n  ".join(d))
+
+    def block(method, round_, runs):
+        playbook, extra = PLAYBOOKS[method]
+        if method == "site":
+            fp = tree_fingerprint()
+            if fp not in results["meta"]["tree"]:
+                results["meta"]["tree"].append(fp)
+                print("WARNING: playbooks/, roles/ or plugins/ changed during the run (%s): rerun" % fp, flush=True)
+        for run in runs:
+            count_file = os.path.join(a.out, "counts", "%s-%d-%s.json" % (method, round_, run))
+            took, counts = lab.playbook(playbook, extra, count_file)
+            rec = run_record(lab, method, round_, run, took, counts)
+            results["runs"].append(rec)
+            print("round %d %-11s %-8s %6.1f s  %2d module executions (%d modules sent), %d reboots, changed=%s"
+                  % (round_, method, run, rec["seconds"], rec["executions"], rec["module_runs"], rec["reboots"],
+                     rec["changed"]), flush=True)
+            if run.startswith("noop") and rec["changed"]:
+                if method == "handwritten":
+                    raise SystemExit("the hand-written playbook is not idempotent: changed=%s on %s" % (rec["changed"], run))
+                print("WARNING: %s changed %s task(s) on a re-run" % (method, rec["changed"]), flush=True)
+            if run in ("cold", "converge", "noop2"):
+                check(lab.guest("state", spec), "%s %s (round %d)" % (method, run, round_))
+
+    with vm(a):
+        lab.write_inventory()
+        reference = lab.guest("state", spec)
+        results["states"]["reference"] = reference
+        if configured(reference):
+            raise SystemExit("%s is not unconfigured (%s): purge it, or let the benchmark boot its own VM"
+                             % (a.name, ", ".join(configured(reference))))
+        kernel = subprocess.run([sys.executable, os.path.join(REPO, "tests", "lab", "lab.py"), "ssh", a.name, "--",
+                                 "uname", "-r"], capture_output=True, text=True, check=False).stdout.strip()
+        results["meta"]["kernel"] = kernel
+        print("%s up (%s); state after boot read; results go to %s" % (a.name, kernel, a.results), flush=True)
+        if a.warmup:
+            for method in methods:
+                block(method, 0, ("cold",))
+                reset(reference)
+        for round_ in range(1, a.rounds + 1):
+            for method in (methods if round_ % 2 else methods[::-1]):
+                block(method, round_, RUNS)
+                reset(reference)
+    results["meta"]["accel"] = accel()
+    tree = tree_fingerprint()
+    if tree not in results["meta"]["tree"]:
+        results["meta"]["tree"].append(tree)
+    results["meta"]["seconds"] = round(time.time() - t_start, 1)
+    results["summary"] = summarize(results["runs"])
+    paths, text = write_results(results, a.results, a.label)
+    print(text)
+    print("wrote %s (total %.0f s)" % (", ".join(os.path.relpath(p, REPO) for p in paths), results["meta"]["seconds"]))
+    if len(results["meta"]["tree"]) > 1:
+        raise SystemExit("playbooks/, roles/ or plugins/ changed during the run: the site.yml figures mix two versions; rerun")
+
+
+if __name__ == "__main__":
+    main()
