@@ -279,11 +279,11 @@ def markdown(results):
              "| round | run | hand-written | site.yml | hand-written / site.yml |", "|---|---|---|---|---|"]
     cold = {r["method"]: r["seconds"] for r in runs if r["run"] == "cold"}
     if len(cold) == 2:
-        lines.append("| warm-up | %s | %.1f | %.1f | %.2f× |" % (RUN_LABELS["cold"], cold["handwritten"], cold["site"],
-                                                               ratio(cold["handwritten"], cold["site"])))
+        row = (RUN_LABELS["cold"], cold["handwritten"], cold["site"], ratio(cold["handwritten"], cold["site"]))
+        lines.append("| warm-up | %s | %.1f | %.1f | %.2f× |" % row)
     for r in summ["per_round"]:
-        lines.append("| %d | %s | %.1f | %.1f | %.2f× |" % (r["round"], RUN_LABELS[r["run"]], r["handwritten"], r["site"],
-                                                           r["ratio"]))
+        row = (r["round"], RUN_LABELS[r["run"]], r["handwritten"], r["site"], r["ratio"])
+        lines.append("| %d | %s | %.1f | %.1f | %.2f× |" % row)
     lines += ["", "## Summary (median, min-max)", "",
               "| run | hand-written (s) | site.yml (s) | ratio of medians | issue 22's target |", "|---|---|---|---|---|"]
     for kind, label in (("converge", "converge"), ("noop", "no-op re-run")):

@@ -56,7 +56,7 @@ def cost_lines(name):
     """{MAJ:MIN: the rest of the line} of /sys/fs/cgroup/io.cost.<name>."""
     out = {}
     for line in (read(os.path.join(CG, "io.cost." + name)) or "").splitlines():
-        key, _, rest = line.partition(" ")
+        key, rest = (line.split(" ", 1) + [""])[:2]
         out[key] = rest
     return out
 
