@@ -11,11 +11,13 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "benchmarks", "isolation"))
+sys.path.insert(0, HERE)
 FIO = os.path.join(HERE, "..", "plugins", "module_utils", "fixtures", "fio")
 
-import bench  # noqa: E402  pylint: disable=wrong-import-position
-import guest  # noqa: E402  pylint: disable=wrong-import-position
+from benchload import load  # noqa: E402  pylint: disable=wrong-import-position
+
+bench = load("isolation", "bench")
+guest = load("isolation", "guest")
 
 
 @pytest.mark.parametrize("name,direction", [("debian12-fio-3.33-qos-read.out", "read"),

@@ -14,11 +14,12 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROLLOUT = os.path.join(HERE, "..", "..", "..", "benchmarks", "rollout")
-sys.path.insert(0, os.path.join(ROLLOUT, "callback_plugins"))
-sys.path.insert(0, ROLLOUT)
+sys.path.insert(0, HERE)
 
-import module_count  # noqa: E402  pylint: disable=wrong-import-position
-import bench  # noqa: E402  pylint: disable=wrong-import-position
+from benchload import load  # noqa: E402  pylint: disable=wrong-import-position
+
+module_count = load("rollout", "module_count", "callback_plugins")
+bench = load("rollout", "bench")
 
 
 @pytest.mark.parametrize("action,status,loop_summary,delegated,kind", [
@@ -153,6 +154,17 @@ def test_summary_ratios_and_verdicts():
     assert summ["counts"]["handwritten"]["cold"]["changed"] == [17]
     assert [(r["round"], r["run"]) for r in summ["per_round"]] == [(1, "converge"), (1, "noop1"), (1, "noop2"),
                                                                    (2, "converge"), (2, "noop1"), (2, "noop2")]
+    assert "executions_reboot" not in summ["acceptance"]
+    # The counted converge with a reboot: 3 executions and the reboot; in no ratio.
+    rebooted = dict(_run("site", 3, "reboot", 120, 3, 1), reboots=1)
+    summ = bench.summarize(runs + [rebooted])
+    assert summ["acceptance"]["executions_reboot"] == {"target": 3, "got": [3], "reboots": [1], "met": True}
+    assert summ["acceptance"]["executions"]["got"] == [2] and summ["ratio"]["converge"] == round(169.0 / 31.0, 2)
+    assert len(summ["per_round"]) == 6
+    assert "3 module executions and 1 reboot in 120.0 s (target 3 and a reboot: met)" in bench.markdown(
+        {"meta": {"date": "d", "guest": "g", "ansible_core": "c", "git": "h", "tree": ["t"], "rounds": 2,
+                  "warmup": True, "accel": "tcg"}, "summary": summ, "runs": runs + [rebooted]})
+    assert not bench.summarize(runs + [dict(rebooted, executions=4)])["acceptance"]["executions_reboot"]["met"]
     runs.append(_run("site", 2, "noop2", 22, 8))
     assert not bench.summarize(runs)["acceptance"]["executions"]["met"]
 
