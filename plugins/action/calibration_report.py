@@ -23,7 +23,10 @@ from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_
     COEFS, QOS_KEYS, CalibrationError, check_entry, entry_class, entry_file_name, human_bytes, merge_results,
     report_file_name, unwrap_results)
 
-MATPLOTLIB_MISSING = "the calibration report needs matplotlib on the controller: pip install matplotlib"
+# Plots are a convenience; the measurement is the product: without matplotlib the report has its tables
+# and says, in the page and in the task's result, how to get the plots.
+PLOTS_HINT = ("the report's plots need the Python library matplotlib on the controller: pip install matplotlib, "
+              "or run from the collection's execution environment (docs/calibration.md)")
 ARGUMENT_SPEC = {
     "results": {"type": "raw", "required": True},
     "entry": {"type": "dict"},
@@ -70,7 +73,7 @@ def _stops(m, windows):
 
 
 def _load_matplotlib():
-    """Figure and the Agg canvas, imported only when a report is asked for."""
+    """Figure and the Agg canvas, imported only when a report is asked for; None without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg", force=True)
@@ -78,7 +81,7 @@ def _load_matplotlib():
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ReportError(MATPLOTLIB_MISSING)
+        return None
     return Figure, FigureCanvasAgg, ticker
 
 
@@ -252,8 +255,9 @@ def _img(name, data, alt):
 
 
 def render_report(results, entry, title=None, mpl=None):
-    """(html text, [plot names]) for the results of one hardware class and its entry."""
-    mpl = mpl or _load_matplotlib()
+    """(html text, [plot names]) for the results of one hardware class and its entry.
+
+    mpl is what _load_matplotlib returns; None gives the report without its plots."""
     results = [r for r in results if isinstance(r, dict)]
     device = entry.get("device") or {}
     title = title or "iocost calibration: %s firmware %s, %s" % (
@@ -319,6 +323,10 @@ def render_report(results, entry, title=None, mpl=None):
     parts.append("</section>")
 
     plots = []
+    if mpl is None:
+        parts.append('<section id="plots-missing"><h2>Plots</h2><p>No plots: %s.</p></section>' % _esc(PLOTS_HINT))
+        parts.append("<footer>aiinfra.io_isolation.calibration_report</footer></body></html>\n")
+        return "\n".join(parts), plots
     parts.append('<section id="measurements"><h2>Measurements</h2>')
     parts.append(_img("measurements", _measurement_figure(results, entry, mpl),
                       "rate over time per coefficient with the running estimate and the stopping point"))
@@ -387,7 +395,8 @@ class ActionModule(ActionBase):
             path = os.path.join(dest, report_file_name(entry))
             if os.path.exists(dest) and not os.path.isdir(dest):
                 raise ReportError("dest %s is not a directory" % dest)
-            text, plots = render_report(results, entry, args.get("title"))
+            mpl = _load_matplotlib()
+            text, plots = render_report(results, entry, args.get("title"), mpl)
         except (CalibrationError, ReportError) as e:
             result.update(failed=True, msg="calibration_report: %s" % e)
             return result
@@ -400,7 +409,7 @@ class ActionModule(ActionBase):
         except OSError as e:
             result.update(failed=True, msg="calibration_report: cannot read %s: %s" % (path, e.strerror or e))
             return result
-        result.update(changed=changed, path=path, plots=plots, bytes=len(data))
+        result.update(changed=changed, path=path, plots=plots, plots_missing=mpl is None, bytes=len(data))
         if self._task.check_mode:
             result["msg"] = "would write %s (%d bytes)" % (path, len(data)) if changed else "%s is up to date" % path
             return result
@@ -413,4 +422,6 @@ class ActionModule(ActionBase):
                     path, e.strerror or e))
                 return result
         result["msg"] = "wrote %s" % path if changed else "%s is up to date" % path
+        if mpl is None:
+            result["msg"] += " without plots (%s)" % PLOTS_HINT
         return result

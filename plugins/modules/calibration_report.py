@@ -13,7 +13,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: calibration_report
-short_description: Write an HTML report with plots of an iocost calibration, on the controller
+short_description: Write an HTML report (with plots) of an iocost calibration, on the controller
 version_added: 0.1.0
 description:
   - Writes C(<dest>/<name>.html), one self-contained file (plots embedded as PNG) for the results of
@@ -28,8 +28,9 @@ description:
     marked."
   - Runs on the controller only and never connects to the host. The same input gives the same bytes (no timestamps
     in the document or the PNG metadata), so the task reports C(changed) only when the content changes.
-  - "Needs the Python library C(matplotlib) on the controller, imported only when the report is written; without it
-    the task fails with C(the calibration report needs matplotlib on the controller: pip install matplotlib)."
+  - "The plots need the Python library C(matplotlib) on the controller, imported only when the report is written.
+    Without it the report is still written, with every table but no plots and a line saying how to get them;
+    the task succeeds and returns RV(plots_missing=true) (the measurement is the product, the plots a convenience)."
 author:
   - aiinfra platform engineering (@aiinfra)
 extends_documentation_fragment:
@@ -75,7 +76,7 @@ options:
     description: "The report's title. Default C(iocost calibration: <model> firmware <firmware>, <capacity>)."
     type: str
 requirements:
-  - matplotlib (on the controller)
+  - matplotlib (on the controller) for the plots; without it the report has no plots
 seealso:
   - module: aiinfra.io_isolation.iocost_calibrate
   - plugin: aiinfra.io_isolation.calibration_entry
@@ -107,6 +108,12 @@ plots:
   type: list
   elements: str
   sample: [measurements, latency]
+plots_missing:
+  description: True when matplotlib is missing on the controller and the report has no plots (RV(msg) says how
+    to get them).
+  returned: success
+  type: bool
+  sample: false
 bytes:
   description: The size of the report.
   returned: success
