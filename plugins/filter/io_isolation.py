@@ -13,7 +13,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import COST_COEFS, CodecError, parse_rate
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._iocost import KERNEL_CLASSES, kernel_class
-from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import match_entry
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import device_class, match_entry
 
 try:
     import jmespath
@@ -89,10 +89,12 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
     where the device saturates, far above what a latency-sensitive reader tolerates: the isolation
     benchmark measured no protection with it). Returns
     ``{devices: [{device, model, qos}], sources: {selector: explicit|calibration|kernel}, warnings: [],
-    disks: [{device, model}]}``: ``disks`` has the six coefficients each disk will run on once applied,
-    for planning shares of a model before the apply (the ``io_max_caps`` and ``per_disk`` filters).
+    disks: [{device, model}], uncalibrated: [{device, name, model, firmware, capacity_bytes}]}``: ``disks``
+    has the six coefficients each disk will run on once applied, for planning shares of a model before
+    the apply (the ``io_max_caps`` and ``per_disk`` filters); ``uncalibrated`` the disks on the kernel's
+    class, with the class a calibration entry would need (io_baseline says so, or refuses them).
     """
-    out = {"devices": [], "sources": {}, "warnings": [], "disks": []}
+    out = {"devices": [], "sources": {}, "warnings": [], "disks": [], "uncalibrated": []}
     for disk in disks or []:
         identity = disk["identity"]
         names = _identity_names(identity)
@@ -114,6 +116,10 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
             item["qos"] = disk_qos
         out["devices"].append(item)
         out["sources"][selector] = source
+        if source == "kernel":
+            cls = device_class(identity)
+            out["uncalibrated"].append({"device": selector, "name": identity.get("name"), "model": cls[0],
+                                        "firmware": cls[1], "capacity_bytes": cls[2]})
         out["disks"].append({"device": selector, "model": expected_model(disk, model)})
     return out
 

@@ -78,6 +78,16 @@ def test_model_sources_in_order():
     assert v["model"] == MODEL and plan["warnings"] == []
 
 
+def test_disks_on_the_kernels_class_are_named_with_the_class_an_entry_would_need():
+    disks = [FACTS["devices"]["nvme0n1"], FACTS["devices"]["nvme1n1"], FACTS["devices"]["vda"]]
+    plan = f.iocost_plan(disks, {"vda": MODEL}, [CAL], QOS)
+    nvme1 = FACTS["devices"]["nvme1n1"]["identity"]
+    # only nvme1n1 (no entry of its capacity); calibrated and explicit disks are not listed
+    assert plan["uncalibrated"] == [{"device": "lab-nvme-b", "name": "nvme1n1", "model": nvme1["model"],
+                                     "firmware": nvme1["firmware"], "capacity_bytes": nvme1["size_bytes"]}]
+    assert [u["name"] for u in f.iocost_plan(disks, {}, [], QOS)["uncalibrated"]] == ["nvme0n1", "nvme1n1", "vda"]
+
+
 def test_calibration_qos_only_when_asked_for():
     disks = [FACTS["devices"]["nvme0n1"], FACTS["devices"]["nvme1n1"]]
     a, b = f.iocost_plan(disks, {}, [CAL], QOS, True)["devices"]
