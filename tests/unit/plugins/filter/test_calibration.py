@@ -18,8 +18,8 @@ LAB = json.load(open(os.path.join(FIXTURES, "calibration_hwdb", "debian13-system
 
 
 def test_the_filters_are_registered():
-    assert sorted(f.FilterModule().filters()) == ["calibration_classes", "calibration_entry", "calibration_entry_file",
-                                                  "calibration_entry_json", "calibration_hwdb"]
+    assert sorted(f.FilterModule().filters()) == ["calibration_classes", "calibration_duration", "calibration_entry",
+                                                  "calibration_entry_file", "calibration_entry_json", "calibration_hwdb"]
 
 
 def test_classes_pool_identical_disks_and_split_others():
@@ -84,3 +84,19 @@ def test_hwdb_skip_unexportable_through_the_filter():
         f.calibration_hwdb([entry, bigger])
     text = f.calibration_hwdb([entry, bigger], "naive", True)
     assert "\nblock:" not in text and "# NOT EXPORTED:\n#   QEMU NVMe Ctrl firmware 7.2.22 has 2 entries" in text
+
+
+def test_calibration_duration_bounds_one_run():
+    # the defaults: 6 measurements x 3 passes x (6 s + 2 s) + 2 QoS runs x (8 s + 2 s)
+    assert f.calibration_duration() == 164 == f.calibration_duration({}, True, 8)
+    assert f.calibration_duration({}, False) == 144
+    assert f.calibration_duration({"passes": 1, "max_seconds": 20, "min_seconds": 5}, True, 10) == 156
+    # unset keys in a role variable are the module's defaults
+    assert f.calibration_duration({"passes": None}) == 164
+
+
+def test_calibration_duration_refuses_a_rule_the_module_refuses():
+    with pytest.raises(AnsibleFilterError, match="calibration_duration: stop_rule .*max_seconds"):
+        f.calibration_duration({"max_seconds": 2, "min_seconds": 1})
+    with pytest.raises(AnsibleFilterError, match="calibration_duration"):
+        f.calibration_duration({"bogus": 1})
