@@ -19,12 +19,12 @@ export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup apt venv tree collections check unit sanity lint build docs docs-check changelog-check py39-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout
+.PHONY: help setup apt venv tree collections check unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test (make check: the stages that need no VM)"
-	@echo "make unit | sanity | py39-check | lint | build | docs-check | docs | changelog-check | test-newest | bench-isolation-smoke"
+	@echo "make unit | sanity | py39-check | ee-check | lint | build | docs-check | docs | changelog-check | test-newest | bench-isolation-smoke"
 	@echo "make lab-test (all scenarios) | $(LAB_STAGES)"
 	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | bench-rollout | clean"
 
@@ -89,6 +89,12 @@ changelog-check: setup
 py39-check: setup
 	bash tests/run-py39-check.sh $(abspath $(BIN))
 
+# The AWX execution environment (ee/): ansible-builder create's build context, checked without an
+# image build (the collection and every controller requirement get in), and the AWX project's
+# collections/requirements.yml installed from the checkout.
+ee-check: setup
+	bash tests/run-ee-check.sh $(abspath $(BIN))
+
 # The lab: QEMU VMs built from Debian packages (tests/lab/), cached under ~/.cache.
 lab-images: setup
 	python3 tests/lab/lab.py build debian12 debian13
@@ -116,7 +122,7 @@ lab-test-custom-kernel: lab-kernel
 # "a,b+x,y" runs two lanes side by side (tests/run-stages.sh): the VM-less stages, test-newest and
 # the benchmark's smoke run beside the one-VM scenarios. The two-VM scenarios keep both cores busy:
 # they run alone. (The smoke run only checks that the benchmark works; its figures are not results.)
-CHECK_STAGES := unit sanity py39-check lint build docs-check docs changelog-check
+CHECK_STAGES := unit sanity py39-check lint build ee-check docs-check docs changelog-check
 comma := ,
 empty :=
 space := $(empty) $(empty)
