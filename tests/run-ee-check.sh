@@ -31,7 +31,10 @@ done
 echo "ee-check: build context $CTX holds $ART; $(basename "$FILE") installs ansible-core and ansible-runner"
 
 # The galaxy stage: ansible-galaxy collection install -r requirements.yml in _build (WORKDIR /build).
-(cd "$CTX/_build" && "$BIN/ansible-galaxy" collection install -r requirements.yml -p "$WORK/collections" >/dev/null)
+# Only the target path is configured: a copy on the caller's ANSIBLE_COLLECTIONS_PATH (make's tree)
+# would otherwise count as installed and nothing would be installed here.
+(cd "$CTX/_build" && ANSIBLE_COLLECTIONS_PATH="$WORK/collections" \
+  "$BIN/ansible-galaxy" collection install -r requirements.yml -p "$WORK/collections" >/dev/null)
 # The builder stage: the context's introspect script over the installed collections.
 "$BIN/python" "$CTX/_build/scripts/introspect.py" introspect "$WORK/collections" --write-pip="$WORK/pip.txt" >/dev/null
 missing=""
@@ -44,7 +47,8 @@ done < meta/ee-requirements.txt
 echo "ee-check: the image gets every controller requirement: $(sed 's/  #.*//' "$WORK/pip.txt" | tr '\n' ' ')"
 
 # An AWX project sync of this checkout.
-"$BIN/ansible-galaxy" collection install -r collections/requirements.yml -p "$WORK/project" >/dev/null
+ANSIBLE_COLLECTIONS_PATH="$WORK/project" \
+  "$BIN/ansible-galaxy" collection install -r collections/requirements.yml -p "$WORK/project" >/dev/null
 ANSIBLE_COLLECTIONS_PATH="$WORK/project" "$BIN/ansible-doc" -t module aiinfra.io_isolation.host_profile >/dev/null \
   || fail "collections/requirements.yml did not install a usable aiinfra.io_isolation"
 echo "ee-check: collections/requirements.yml installs aiinfra.io_isolation from the checkout"
