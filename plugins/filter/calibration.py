@@ -13,15 +13,14 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._fio import StopRule
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._fio import MEASUREMENTS, QOS_RUNS, StopRule
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import (
-    CalibrationError, COEFS, entry_file_name, entry_file_text, group_by_class, hwdb_fragment, merge_results)
+    CalibrationError, entry_file_name, entry_file_text, group_by_class, hwdb_fragment, merge_results)
 
 # What starting and stopping one fio run costs besides its runtime; with it the bound of the defaults
 # (18 passes of at most 6 s, two 8-second QoS runs) is 164 s, against 166-169 s measured per
 # calibration in the lab (docs/calibration.md).
 FIO_OVERHEAD_SECONDS = 2
-QOS_RUNS = 2
 
 
 def _filter(name, func):
@@ -51,9 +50,10 @@ def calibration_duration(stop_rule=None, measure_qos=True, qos_seconds=8):
         rule = StopRule(**dict((k, v) for k, v in (stop_rule or {}).items() if v is not None))
     except (TypeError, ValueError) as e:
         raise AnsibleFilterError("calibration_duration: stop_rule %r: %s" % (stop_rule, e))
-    seconds = len(COEFS) * rule.passes * (rule.max_seconds + FIO_OVERHEAD_SECONDS)
+    # the passes and QoS runs iocost_calibrate makes (_calibrate._measure and _fio.run_qos walk the same lists)
+    seconds = len(MEASUREMENTS) * rule.passes * (rule.max_seconds + FIO_OVERHEAD_SECONDS)
     if measure_qos:
-        seconds += QOS_RUNS * (int(qos_seconds) + FIO_OVERHEAD_SECONDS)
+        seconds += len(QOS_RUNS) * (int(qos_seconds) + FIO_OVERHEAD_SECONDS)
     return int(round(seconds))
 
 

@@ -201,7 +201,7 @@ def measurement_argv(fio, m, target, size_bytes, max_seconds, numjobs=1, big_bs=
 
 def qos_argv(fio, target, size_bytes, rw, rate_iops, seconds):
     """fio's argv for one QoS latency run: 4 KiB random ``rw`` at depth 64, limited to ``rate_iops``."""
-    if rw not in ("randread", "randwrite"):
+    if rw not in [r for dummy, r in QOS_RUNS]:
         raise ValueError("rw must be randread or randwrite, got %r" % (rw,))
     if size_bytes < 2 * SMALL_BS:
         raise ValueError("the fio target is too small: %r bytes" % (size_bytes,))
@@ -875,11 +875,15 @@ def derive_qos(read_percentiles_us, write_percentiles_us, rotational=False):
             "min": QOS_VRATE_MIN, "max": QOS_VRATE_MAX}
 
 
+# The QoS latency runs, in order: (side, fio rw). The controller's calibration_duration counts them.
+QOS_RUNS = (("read", "randread"), ("write", "randwrite"))
+
+
 def run_qos(fio, target, size_bytes, rrandiops, wrandiops, seconds=8, rotational=False, popen=subprocess.Popen,
             clock=time.monotonic):
     """Rate-limited random read, then random write, for ``seconds`` each; latency percentiles and the targets."""
     out = {}
-    for side, rw, iops in (("read", "randread", rrandiops), ("write", "randwrite", wrandiops)):
+    for (side, rw), iops in zip(QOS_RUNS, (rrandiops, wrandiops)):
         if isinstance(iops, bool) or not isinstance(iops, (int, float)) or iops <= 0:
             raise ValueError("the measured %s IOPS must be a positive number to rate-limit the QoS run, got %r"
                              % (rw, iops))
