@@ -8,8 +8,9 @@ the plots. Two hosts of two hardware classes, so "once" can fail."""
 import copy
 import json
 import os
-import subprocess
 import sys
+
+from playbook import ansible_playbook
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -43,14 +44,10 @@ def play(tmp_path, pythonpath=None):
                 "calibration_hwdb_file": str(db / "90-aiinfra-iocost.hwdb")}}}
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
     (tmp_path / "pb.yml").write_text(PLAYBOOK)
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_SHOW_CUSTOM_STATS="1",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".cache", "collections"), ANSIBLE_STDOUT_CALLBACK="default")
+    env = {"ANSIBLE_SHOW_CUSTOM_STATS": "1"}
     if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join([pythonpath] + [p for p in [env.get("PYTHONPATH")] if p])
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-                           "-i", str(tmp_path / "inventory.json"), str(tmp_path / "pb.yml")],
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
-    return proc, db
+        env["PYTHONPATH"] = os.pathsep.join([pythonpath] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return ansible_playbook("-i", tmp_path / "inventory.json", tmp_path / "pb.yml", env=env), db
 
 
 def test_without_matplotlib_the_database_and_hwdb_are_written_and_the_hint_comes_once(tmp_path):

@@ -9,13 +9,14 @@ import copy
 import json
 import os
 import re
-import subprocess
 import sys
 from unittest import mock
 
 import pytest
 
 from ansible_collections.aiinfra.io_isolation.plugins.action import calibration_report as report
+
+from playbook import ansible_playbook, debug_out
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _calibration_db as db
 
 try:
@@ -29,7 +30,6 @@ needs_mpl = pytest.mark.skipif(not HAVE_MPL, reason="matplotlib is not installed
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "plugin_utils", "fixtures")
 RESULTS = json.load(open(os.path.join(FIXTURES, "calibration_results.json")))
-REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 NAME = "QEMU_NVMe_Ctrl__7.2.22__1073741824.html"
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -210,15 +210,9 @@ PLAYBOOK = """
 def test_in_a_playbook_relative_dest_and_idempotence(tmp_path):
     (tmp_path / "pb.yml").write_text(PLAYBOOK)
     (tmp_path / "vars.json").write_text(json.dumps({"runs": RESULTS}))
-    bindir = os.path.dirname(sys.executable)
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".cache", "collections"), ANSIBLE_STDOUT_CALLBACK="default")
-    proc = subprocess.run([os.path.join(bindir, "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           str(tmp_path / "pb.yml"), "-e", "@" + str(tmp_path / "vars.json")], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)
+    proc = ansible_playbook("-i", "localhost,", "-c", "local", tmp_path / "pb.yml", "-e", "@%s" % (tmp_path / "vars.json"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    line = [x for x in proc.stdout.splitlines() if '"msg": "OUT=' in x][0]
-    out = json.loads(json.loads("{" + line.strip() + "}")["msg"][4:])
+    out = debug_out(proc)
     assert out["first"]["changed"] is True and out["second"]["changed"] is False
     assert out["first"]["path"] == str(tmp_path / "reports" / NAME)
     assert (tmp_path / "reports" / NAME).read_bytes().startswith(b"<!DOCTYPE html>")

@@ -6,20 +6,19 @@ query()/wantlist=true usage through a real ansible-playbook run on localhost (no
 import copy
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from ansible.errors import AnsibleLookupError
 
 from ansible_collections.aiinfra.io_isolation.plugins.lookup.calibration_db import LookupModule
+
+from playbook import ansible_playbook, debug_out
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _calibration_db as db
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "plugin_utils", "fixtures")
 RESULTS = json.load(open(os.path.join(FIXTURES, "calibration_results.json")))
-REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 
 
 def entry(**changes):
@@ -148,15 +147,9 @@ def test_documented_usage_in_a_playbook(tmp_path):
     disk = {"identity": {"name": "nvme0n1", "serial": "lab-nvme-a", "stable_selector": "lab-nvme-a", "model": "QEMU NVMe Ctrl",
                          "firmware": "7.2.22", "size_bytes": 1073741824}}
     extra = json.dumps({"base": str(tmp_path), "disk": disk})
-    bindir = os.path.dirname(sys.executable)
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".cache", "collections"), ANSIBLE_STDOUT_CALLBACK="default")
-    proc = subprocess.run([os.path.join(bindir, "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           str(tmp_path / "pb.yml"), "-e", extra], capture_output=True, text=True, env=env,
-                          timeout=180, check=False)
+    proc = ansible_playbook("-i", "localhost,", "-c", "local", tmp_path / "pb.yml", "-e", extra, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    line = [x for x in proc.stdout.splitlines() if '"msg": "OUT=' in x][0]
-    out = json.loads(json.loads("{" + line.strip() + "}")["msg"][4:])
+    out = debug_out(proc)
     assert out["empty_query"] == [] and out["empty_wantlist"] == []
     assert out["one_query"] == ["QEMU NVMe Ctrl"] and out["one_wantlist"] == ["QEMU NVMe Ctrl"]
     assert out["one_plain_is_the_entry"] is True   # the caveat the documentation gives
