@@ -29,6 +29,7 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
@@ -73,6 +74,7 @@ class Request:
         self.resolver = DeviceResolver(fs)   # one sysfs walk for every lookup of the call
         self.records = {}
         self.planned_qos = {}   # io.cost.qos lines an iocost part of the same engine run puts in place
+        self.boost = None       # the slice's boost window (cgroup_boost), when it has one
 
     # -- checks -------------------------------------------------------------------------------
     def _name(self):
@@ -245,7 +247,13 @@ class Request:
         live = self._stale_weights(unit, plan, cgroup, previous)
         state = sd.UnitState(unit, files, plan, self.runner, cgroup, previous_dropin=previous,
                              start=is_slice and self.state == "present", adopt=self.params.get("adopt"), live=live)
-        return [state], cgroup, [p for p, c in sorted(files.items()) if c is not None]
+        settings = [state]
+        # Converging a slice ends its boost window (cgroup_boost): the unit's own values are the ones
+        # asked for, and the window's end, scheduled on the host, would otherwise undo them later.
+        self.boost = _boost.window(self.fs, self.runner, unit, self.resolver) if is_slice else None
+        if self.boost is not None:
+            settings.insert(0, _boost.BoostWindow(unit, self.runner, self.resolver, cgroup, self.boost["paths"], {}))
+        return settings, cgroup, [p for p, c in sorted(files.items()) if c is not None]
 
     def _stale_weights(self, unit, plan, cgroup, previous):
         """IODeviceWeight= assignments for io.weight lines that nothing configures any more.
@@ -385,6 +393,34 @@ class Request:
         return self._group_files(path, neutral)
 
 
+def boost_report(window, result, unit, check_mode):
+    """The slice's boost window as this call found it, and whether it explains every difference.
+
+    ``only_difference``: what the call changes (or in check mode would change) is the window itself -
+    its drop-in and timer, and the io.max lines of the disks it lifted - and nothing else of the unit.
+    ``ended``: this call ended the window (not in check mode).
+    """
+    before, after = result["diff"]["before"], result["diff"]["after"]
+    key = "boost window %s" % unit
+    only = True
+    for name in set(before) | set(after):
+        if name == key:
+            continue
+        old, new = before.get(name) or {}, after.get(name) or {}
+        if name != unit or old.get("files") != new.get("files"):
+            only = False
+            continue
+        for drift in old.get("drift") or []:
+            device = str(drift.get("key", "")).split(".", 1)[0]
+            if drift.get("file") != "io.max" or device not in window["lifted"]:
+                only = False
+    out = dict((k, window[k]) for k in ("window_end", "active", "expired", "orphaned", "timer", "timer_state",
+                                         "dropin", "lifted"))
+    out["only_difference"] = only
+    out["ended"] = bool(result["changed"]) and not check_mode
+    return out
+
+
 def kernel_values(fs, directory, names):
     """{file: parsed value} the group holds now (None for a missing file or group)."""
     out = {}
@@ -431,21 +467,24 @@ def part(params, fs, runner, planned_qos=None):
     persisted = []
     if req.manager == "systemd":
         settings, cgroup, persisted = req.systemd_settings()
-        watch = settings[0].watch
+        watch = settings[-1].watch
     else:
         settings, cgroup = req.cgroupfs_settings(top)
         watch = [s.name for s in settings if isinstance(s, GroupFile)]
     if req.errors:
         raise RequestError(req.errors)
 
-    def report(result, _check_mode):
-        return {
+    def report(result, check_mode):
+        out = {
             "changed": result["changed"], "diff": result["diff"], "manager": req.manager, "name": req.name,
             "cgroup": cgroup, "persisted_to": persisted,
             "devices": dict((s, r.majmin) for s, r in sorted(req.records.items())),
             "kernel": kernel_values(fs, cgroup if cgroup and fs.isdir(cgroup) else None, watch),
             "warnings": req.warnings,
         }
+        if req.boost is not None:
+            out["boost"] = boost_report(req.boost, result, req.name, check_mode)
+        return out
 
     return Part(settings, [], report)
 

@@ -29,6 +29,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Setting
 
 STAMP = "Managed by Ansible (aiinfra.io_isolation)"
+# The first line systemd writes into a transient unit's file (systemd-run).
+TRANSIENT_HEADER = "# This is a transient unit file, created programmatically via the systemd API."
 
 
 def owner(module):
@@ -45,11 +47,15 @@ def stamped(body, owner, comment="#"):
 def is_managed(content):
     """True if ``content`` (a file's text, or None when absent) carries this collection's stamp.
 
-    The stamp is on the first line, or on the second after a ``#!`` line (scripts).
+    The stamp is on the first line, or on the second after a ``#!`` line (scripts). A systemd
+    transient unit (written by systemd itself, its own header first) is ours when its
+    ``Description=`` starts with the stamp, as the boost window's timer does.
     """
     if content is None:
         return False
-    head = content.split("\n", 2)
+    head = content.split("\n", 3)
+    if head[0].startswith(TRANSIENT_HEADER):
+        return any(line.startswith("Description=" + STAMP) for line in head[1:3])
     return STAMP in head[0] or (head[0].startswith("#!") and len(head) > 1 and STAMP in head[1])
 
 
@@ -99,6 +105,13 @@ TMPFILES_DROPIN = "/etc/systemd/system/systemd-tmpfiles-setup.service.d/50-aiinf
 MODPROBE_CONF = "/etc/modprobe.d/aiinfra-io-isolation-nvme.conf"
 SYSTEMD_UNIT_DIR = "/etc/systemd/system"
 SYSTEMD_DROPIN_NAME = "50-aiinfra-io-isolation.conf"
+# The boost window (cgroup_boost): a runtime-only drop-in, sorted after the persistent one so that
+# its values win, and the transient timer (plus the service it starts) that ends the window.
+# /run is a tmpfs: a reboot ends a window too.
+SYSTEMD_RUNTIME_DIR = "/run/systemd/system"
+SYSTEMD_TRANSIENT_DIR = "/run/systemd/transient"
+BOOST_DROPIN_NAME = "60-aiinfra-io-isolation-boost.conf"
+BOOST_UNIT_PREFIX = "aiinfra-io-isolation-boost-"
 
 _UDEV_SAFE = re.compile(r"^[A-Za-z0-9._:+@-]+$")
 
@@ -215,7 +228,9 @@ NVME_ARBITRATION_HELPER = BootHelper("nvme-arbitration-apply", _boot_nvme_arbitr
 BOOT_HELPERS = (IOCOST_HELPER, NVME_ARBITRATION_HELPER)
 
 # (owner module, glob of the files it writes) - what purge walks. The systemd entries are the
-# cgroup module's drop-ins and the slices it creates (a slice file is only ours when stamped).
+# cgroup module's drop-ins and the slices it creates (a slice file is only ours when stamped), and
+# cgroup_boost's runtime drop-ins and timers (systemd writes the timer's file; it is ours when its
+# Description carries the stamp).
 OWNED = tuple((r.module, r.pattern()) for r in UDEV_RULES) + (
     ("sysctl", SYSCTL_CONF),
     ("sysctl", TMPFILES_CONF),
@@ -223,6 +238,8 @@ OWNED = tuple((r.module, r.pattern()) for r in UDEV_RULES) + (
     ("nvme_queues", MODPROBE_CONF),
     ("cgroup", "%s/*.d/%s" % (SYSTEMD_UNIT_DIR, SYSTEMD_DROPIN_NAME)),
     ("cgroup", "%s/*.slice" % SYSTEMD_UNIT_DIR),
+    ("cgroup_boost", "%s/*.d/%s" % (SYSTEMD_RUNTIME_DIR, BOOST_DROPIN_NAME)),
+    ("cgroup_boost", "%s/%s*.timer" % (SYSTEMD_TRANSIENT_DIR, BOOST_UNIT_PREFIX)),
 ) + tuple((h.module, h.path) for h in BOOT_HELPERS)
 
 

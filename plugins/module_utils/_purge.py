@@ -11,6 +11,8 @@ What exists is read from the owned-path registry (``_persist.owned_files``), nev
 kept here: a stamped file the registry declares is ours, whatever wrote it. Each concern is then
 removed by the code that manages it, in this order:
 
+0. boost windows (a runtime drop-in or a timer of cgroup_boost): cgroup_boost state=absent, so that
+   no timer fires after the purge and the caps in force are the unit's own until step 1 resets them;
 1. systemd units with our drop-in (or a slice unit we created): the cgroup module's state=absent,
    which also resets what systemd had applied to the running cgroup;
 2. disks whose iocost the kernel holds, or with our iocost rule: iocost state=absent (the kernel's
@@ -34,7 +36,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue, _cgroup_request, _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue, _boost, _cgroup_request, _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues, _sysctl
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
@@ -65,6 +67,16 @@ def units(owned):
         m = _DROPIN_RE.match(path) or _UNIT_RE.match(path)
         if m and m.group(1) not in out:
             out.append(m.group(1))
+    return out
+
+
+def boost_units(owned, fs):
+    """Slices with a boost window on the host: a runtime drop-in or a timer of cgroup_boost."""
+    out = []
+    for owner, path in owned:
+        unit = _boost.unit_of(path, fs) if owner == "cgroup_boost" else None
+        if unit and unit not in out:
+            out.append(unit)
     return out
 
 
@@ -102,6 +114,9 @@ class Purge:
     def run(self):
         owned = owned_files(self.fs)
         paths = set(p for _o, p in owned)
+        for unit in boost_units(owned, self.fs):
+            self.step("cgroup_boost %s" % unit, lambda unit=unit: _boost.run(
+                {"unit": unit, "state": "absent"}, self.fs, self.runner, self.check_mode))
         for unit in units(owned):
             self.step("cgroup %s" % unit, lambda unit=unit: _cgroup_request.reconcile(
                 {"name": unit, "manager": "systemd", "state": "absent"}, self.fs, self.runner, self.check_mode))

@@ -305,9 +305,10 @@ def _check_keys(group, values, valid, errors):
 class _Builder:
     """Fills a SystemdPlan group by group, collecting every problem before failing."""
 
-    def __init__(self, plan, devices, version, page_size):
+    def __init__(self, plan, devices, version, page_size, paths=None):
         self.plan = plan
         self.devices = devices or {}
+        self.paths = paths or {}
         self.version = version
         self.page_size = page_size
         self.errors = []
@@ -321,7 +322,8 @@ class _Builder:
                                "pass them in devices)" % (what, key))
             return None, None
         try:
-            path = stable_device_path(rec)
+            # a path the unit's configuration already names the disk by (cgroup_boost), else the ranked link
+            path = self.paths.get(rec.majmin) or stable_device_path(rec)
         except SystemdError as e:
             self.errors.extend("%s: %s" % (what, m) for m in e.errors)
             return None, None
@@ -528,7 +530,7 @@ def format_permyriad(permyriad):
     return "%d%%" % whole if not frac else "%d.%s%%" % (whole, ("%02d" % frac).rstrip("0"))
 
 
-def build_plan(unit, settings, devices=None, systemd_version=None, page_size=PAGE_SIZE):
+def build_plan(unit, settings, devices=None, systemd_version=None, page_size=PAGE_SIZE, paths=None):
     """Desired cgroup settings -> :class:`SystemdPlan`; raises SystemdError listing every problem.
 
     ``settings`` (None values are not managed)::
@@ -541,9 +543,11 @@ def build_plan(unit, settings, devices=None, systemd_version=None, page_size=PAG
 
     ``dev`` is a resolved ``_devices.BlockDevice`` or a selector that ``devices`` maps to one.
     ``systemd_version`` gates directives newer systemd has (MemoryZSwapMax=); ``page_size`` is the host's (memory values floor to it).
+    ``paths``: {MAJ:MIN: device path} to name a disk by instead of its ranked by-id link (systemd keys
+    a unit's device entries by the path's text, so a drop-in that overrides another must repeat it).
     """
     plan = SystemdPlan(unit)
-    builder = _Builder(plan, devices, systemd_version, page_size)
+    builder = _Builder(plan, devices, systemd_version, page_size, paths)
     settings = settings or {}
     _check_keys("settings", settings, knobs.GROUPS, builder.errors)
     for group in knobs.GROUPS:
@@ -571,8 +575,13 @@ def start_argv(unit):
     return ["systemctl", "start", "--", unit]
 
 
+def stop_argv(*units):
+    return ["systemctl", "stop", "--"] + list(units)
+
+
 def show_argv(unit, properties):
-    unit_section(unit)
+    if not unit.endswith(".timer"):     # the boost window's timer; every other unit is a managed one
+        unit_section(unit)
     argv = ["systemctl", "show"]
     for prop in properties:
         argv += ["-p", prop]

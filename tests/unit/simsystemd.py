@@ -21,9 +21,19 @@ and an empty assignment clears the list. Behaviour observed in the lab (docs/ker
   per listed device, unlisted ones kept), io.latency, memory.* (defaults 0 / max), cpu.weight and
   cpu.max (``CPUQuota=50%`` -> ``50000 100000``). Devices are named by path and resolved through
   the fake host's links to ``/sys/class/block/<name>/dev``;
-* ``show [-p P]... [--value] -- UNIT`` prints the properties in systemd's format.
+* ``show [-p P]... [--value] -- UNIT...`` prints the properties in systemd's format (a blank
+  line between units; a device limit at infinity is not listed, as systemd omits defaults);
+* runtime drop-ins in ``/run/systemd/system/<unit>.d`` are part of the configuration (for one
+  file name: ``system.control`` over ``/etc`` over ``/run/systemd/system``);
+* ``systemd-run --on-active=... --unit=NAME [--description=] [--property=Exec*=...] -- CMD`` makes
+  the transient ``NAME.timer`` (waiting) and ``NAME.service`` with their files in
+  ``/run/systemd/transient``; :meth:`fire` elapses the timer: the service's ``ExecStartPre=``,
+  command and ``ExecStartPost=`` run here (``rm``, ``rmdir``, ``systemctl``), then both units are
+  collected. ``stop`` unloads transient units (a stopped timer takes its idle service with it, and
+  a unit no longer loaded answers rc 5, as observed on 252 and 257).
 
-``fail(verb, ...)`` makes the next call(s) of a verb fail without effect.
+``fail(verb, ...)`` makes the next call(s) of a verb fail without effect; ``hooks`` are called with
+each argv before it runs (a timer firing in the middle of a module call).
 """
 
 import os
@@ -35,7 +45,10 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError, KernelFS
 
 UNIT_DIR = "/etc/systemd/system"
+RUNTIME_DIR = "/run/systemd/system"
 CONTROL_DIR = "/run/systemd/system.control"
+TRANSIENT_DIR = "/run/systemd/transient"
+TRANSIENT_HEADER = "# This is a transient unit file, created programmatically via the systemd API. Do not edit.\n"
 MUTATING = ("daemon-reload", "daemon-reexec", "start", "stop", "restart", "reload", "try-restart", "set-property",
             "enable", "disable", "kill")
 DEVICE_LISTS = ("IODeviceWeight", "IOReadBandwidthMax", "IOWriteBandwidthMax", "IOReadIOPSMax", "IOWriteIOPSMax",
@@ -49,7 +62,6 @@ SCALARS = ("IOAccounting", "MemoryAccounting", "CPUAccounting", "IOWeight", "CPU
 MEMORY = (("MemoryMin", "memory.min", "0"), ("MemoryLow", "memory.low", "0"), ("MemoryHigh", "memory.high", "max"),
           ("MemoryMax", "memory.max", "max"), ("MemorySwapMax", "memory.swap.max", "max"),
           ("MemoryZSwapMax", "memory.zswap.max", "max"))
-U64_MAX_TEXT = "18446744073709551615"
 SECTIONS = {"slice": "Slice", "service": "Service", "scope": "Scope"}
 _SPAN = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(us|usec|ms|msec|s|sec|min|h)?\s*")
 _SPAN_UNITS = {None: 1000000, "us": 1, "usec": 1, "ms": 1000, "msec": 1000, "s": 1000000, "sec": 1000000,
@@ -131,6 +143,8 @@ class SimSystemd(object):
         self.calls = []
         self.failures = []
         self.journal = []         # what systemd would log (kernel refusals it ignores)
+        self.transient = {}       # transient units (systemd-run): name -> record
+        self.hooks = []
 
     # -- set-up ---------------------------------------------------------------------------------
     def add_unit(self, name, active=False, delegate=False, fragment=None, load_state="loaded", slice=None):
@@ -156,10 +170,12 @@ class SimSystemd(object):
 
     # -- Runner interface -----------------------------------------------------------------------
     def which(self, name):
-        return "/usr/bin/" + name if name in ("systemctl", "systemd-run", "udevadm") else None
+        return "/usr/bin/" + name if name in ("systemctl", "systemd-run", "udevadm", "rm", "rmdir") else None
 
     def run(self, argv, check=True, data=None, stderr_is_error=False):
         assert isinstance(argv, list), "argv must be a list"
+        for hook in list(self.hooks):
+            hook(self, list(argv))
         self.calls.append(list(argv))
         rc, out, err = self._dispatch(list(argv))
         if check and (rc != 0 or (stderr_is_error and err.strip())):
@@ -175,6 +191,8 @@ class SimSystemd(object):
         return None
 
     def _dispatch(self, argv):
+        if argv and os.path.basename(argv[0]) == "systemd-run":
+            return self._systemd_run(argv[1:])
         if not argv or argv[0] != "systemctl":
             return 127, "", "%s: command not found" % (argv[0] if argv else "")
         if argv[1:] == ["--version"]:
@@ -194,7 +212,104 @@ class SimSystemd(object):
             return self._show(rest)
         if verb == "set-property":
             return self._set_property(rest)
+        if verb == "stop":
+            return self._stop(rest)
         return 1, "", "Unknown command verb %s." % verb
+
+    # -- transient units (systemd-run, timers) --------------------------------------------------
+    def _systemd_run(self, args):
+        opts, command = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args else (args, [])
+        values = {"props": [], "timer_props": []}
+        for opt in opts:
+            key, _sep, value = opt.partition("=")
+            if key in ("--property", "-p"):
+                values["props"].append(value)
+            elif key == "--timer-property":
+                values["timer_props"].append(value)
+            else:
+                values[key] = value
+        if not command or "--unit" not in values or "--on-active" not in values:
+            return 1, "", "SimSystemd: systemd-run needs --unit, --on-active and a command\n"
+        name = values["--unit"]
+        for unit in (name + ".timer", name + ".service"):
+            if unit in self.transient:
+                return 1, "", "Failed to start transient timer unit: Unit %s was already loaded or has a fragment file.\n" % unit
+        execs = {"ExecStartPre": [], "ExecStartPost": []}
+        for prop in values["props"]:
+            key, _sep, value = prop.partition("=")
+            if key in execs:
+                execs[key].append(value.split(" "))
+        description = values.get("--description", "")
+        self.transient[name + ".timer"] = {"SubState": "waiting", "on_active": values["--on-active"],
+                                           "Description": description, "timer_props": values["timer_props"]}
+        self.transient[name + ".service"] = {"SubState": "dead", "Description": description, "pre": execs["ExecStartPre"],
+                                             "command": command, "post": execs["ExecStartPost"],
+                                             "props": values["props"]}
+        for unit, section in ((name + ".timer", "[Timer]\nOnActiveSec=%s\n" % values["--on-active"]),
+                              (name + ".service", "[Service]\nExecStart=%s\n" % " ".join(command))):
+            self.host.write("%s/%s" % (TRANSIENT_DIR, unit),
+                            TRANSIENT_HEADER + "[Unit]\nDescription=%s\n\n%s" % (description, section))
+        return 0, "", "Running timer as unit: %s.timer\nWill run service as unit: %s.service\n" % (name, name)
+
+    def _unload(self, unit):
+        self.transient.pop(unit, None)
+        path = self.host.path("%s/%s" % (TRANSIENT_DIR, unit))
+        if os.path.exists(path):
+            os.unlink(path)
+
+    def _stop(self, args):
+        """Stops (and so unloads) the transient units given; a timer takes its idle service with it."""
+        _opts, units = self._units_of(args)
+        missing = []
+        for unit in units:
+            if unit not in self.transient:
+                missing.append(unit)
+                continue
+            self._unload(unit)
+            if unit.endswith(".timer") and self.transient.get(unit[:-len(".timer")] + ".service", {}).get(
+                    "SubState") == "dead":
+                self._unload(unit[:-len(".timer")] + ".service")
+        if missing:
+            return 5, "", "".join("Failed to stop %s: Unit %s not loaded.\n" % (u, u) for u in missing)
+        return 0, "", ""
+
+    def fire(self, name):
+        """The timer ``name`` elapses: its service runs its lines here, then both units are collected.
+
+        Returns the (argv, rc) of each line; a failing line without '-' stops the service (as systemd does).
+        """
+        base = name[:-len(".timer")] if name.endswith(".timer") else name
+        timer, service = base + ".timer", base + ".service"
+        record = self.transient[service]
+        self.transient[timer]["SubState"] = "elapsed"
+        record["SubState"] = "start"
+        ran = []
+        for line in record["pre"] + [record["command"]] + record["post"]:
+            ignore = line[0].startswith("-")
+            argv = [line[0].lstrip("-")] + line[1:]
+            rc = self._exec(argv)
+            ran.append((argv, rc))
+            if rc != 0 and not ignore:
+                break
+        self._unload(timer)
+        self._unload(service)
+        return ran
+
+    def _exec(self, argv):
+        tool = os.path.basename(argv[0])
+        if tool == "rm":
+            path = self.host.path(argv[-1])
+            if os.path.exists(path):
+                os.unlink(path)
+            return 0
+        if tool == "rmdir":
+            path = self.host.path(argv[-1])
+            if not os.path.isdir(path) or os.listdir(path):
+                return 1
+            os.rmdir(path)
+            return 0
+        self.calls.append(["systemctl"] + argv[1:])
+        return self._dispatch(["systemctl"] + argv[1:])[0]
 
     @staticmethod
     def _units_of(args):
@@ -225,10 +340,11 @@ class SimSystemd(object):
         if u["FragmentPath"] and self.fs.exists(u["FragmentPath"]):
             out.append(u["FragmentPath"])
         dropins = {}
-        for directory in ("%s/%s.d" % (UNIT_DIR, name), "%s/%s.d" % (CONTROL_DIR, name)):
+        for directory in ("%s/%s.d" % (RUNTIME_DIR, name), "%s/%s.d" % (UNIT_DIR, name),
+                          "%s/%s.d" % (CONTROL_DIR, name)):
             for entry in self.fs.listdir(directory):
                 if entry.endswith(".conf"):
-                    dropins[entry] = directory + "/" + entry     # /run comes second: wins on equal names
+                    dropins[entry] = directory + "/" + entry     # a later directory wins on equal names
         return out + [dropins[k] for k in sorted(dropins)]
 
     def _assign(self, cfg, name, value):
@@ -387,7 +503,8 @@ class SimSystemd(object):
         for directive, _key in LIMITS:
             for path, value in lists[directive].items():
                 number = parse_bytes(value, _DECIMAL)
-                out.append((directive, "%s %s" % (path, U64_MAX_TEXT if number == "max" else number)))
+                if number != "max":     # systemd lists only the devices whose limit is not the default
+                    out.append((directive, "%s %s" % (path, number)))
         out += [("IODeviceLatencyTargetUSec", "%s %s" % (path, format_timespan(parse_timespan(value))))
                 for path, value in lists["IODeviceLatencyTargetSec"].items()]
         out.append(("MemoryAccounting", yes("MemoryAccounting")))
@@ -415,7 +532,19 @@ class SimSystemd(object):
                 value_only = True
             i += 1
         lines = []
-        for name in units:
+        for index, name in enumerate(units):
+            if index:
+                lines.append("")        # systemctl show separates units by a blank line
+            if name in self.transient or name.endswith(".timer"):
+                record = self.transient.get(name)
+                props = [("Id", name), ("LoadState", "loaded" if record else "not-found"),
+                         ("ActiveState", "inactive" if not record or record["SubState"] == "dead" else
+                          "activating" if record["SubState"] == "start" else "active"),
+                         ("SubState", record["SubState"] if record else "dead"),
+                         ("Description", record["Description"] if record else name)]
+                for prop in wanted or [p for p, _v in props]:
+                    lines.extend(v if value_only else "%s=%s" % (k, v) for k, v in props if k == prop)
+                continue
             props = self.properties(name)
             for prop in wanted or [p for p, _v in props]:
                 for key, value in props:
