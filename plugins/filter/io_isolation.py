@@ -242,7 +242,9 @@ def drift_summary(results):
     """One line per setting a check-mode run would change: ``{name: registered result}`` -> lines.
 
     Kernel drift the cgroup module found is given as file/key/want/have; managed files as
-    "file <path> differs"; other settings as before -> after.
+    "file <path> differs"; other settings as before -> after. A slice's boost window (the cgroup
+    module's ``boost``) is one line saying what is wrong with it: past its end and still lifted, no
+    timer to end it, or open while the slice drifted besides.
     """
     lines = []
     for name, result in sorted((results or {}).items()):
@@ -250,7 +252,12 @@ def drift_summary(results):
             continue
         before = (result.get("diff") or {}).get("before") or {}
         after = (result.get("diff") or {}).get("after") or {}
+        boost = result.get("boost")
+        if isinstance(boost, dict):
+            lines.append("%s: %s" % (name, _boost_line(boost)))
         for key in sorted(set(before) | set(after)):
+            if isinstance(boost, dict) and str(key).startswith("boost window "):
+                continue
             old, new = before.get(key), after.get(key)
             drift = old.get("drift") if isinstance(old, dict) else None
             if drift:
@@ -268,6 +275,16 @@ def drift_summary(results):
         if not before and not after:
             lines.append("%s: would change" % name)
     return lines
+
+
+def _boost_line(boost):
+    end, timer = boost.get("window_end"), boost.get("timer")
+    if boost.get("expired"):
+        return "boost window ended at %s, but the caps are still lifted (%s: %s)" % (
+            end, timer, "not loaded" if boost.get("orphaned") else boost.get("timer_state"))
+    if boost.get("orphaned"):
+        return "boost window until %s has no timer to end it (%s is not loaded)" % (end, timer)
+    return "in a boost window until %s, and drifted besides it:" % end
 
 
 class FilterModule(object):

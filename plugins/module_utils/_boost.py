@@ -11,10 +11,15 @@ A job that lifts caps and restores them at its end leaves them lifted when it is
 ansible-runner end a cancelled or timed-out job that way, and no ``always:`` runs). So the lift
 carries its own end, on the host:
 
-1. **The end is scheduled first**: ``systemd-run --on-active=<window>`` creates the transient timer
-   ``aiinfra-io-isolation-boost-<slice>.timer`` and its oneshot service, which runs
-   :func:`end_steps`. A controller that dies after this line has started nothing that can outlive
-   the window.
+1. **The end is scheduled first**: ``systemd-run --on-boot=<uptime at the window's end>`` creates
+   the transient timer ``aiinfra-io-isolation-boost-<slice>.timer`` and its oneshot service, which
+   runs :func:`end_steps`. A controller that dies after this line has started nothing that can
+   outlive the window. Not ``--on-active=<window>``: systemd 252 and 257 re-arm an ``OnActiveSec=``
+   timer at every ``daemon-reload`` (counted from the reload; observed in the lab), and the lift
+   itself reloads, as may anything else on the host during the window, so the end would drift
+   later. ``OnBootSec=`` counts from boot on the monotonic clock, which a reload does not move and a
+   change of the wall clock does not either; ``OnCalendar=`` would not survive a reload in the
+   second of its end (a one-shot calendar time in the past never elapses).
 2. **Then the lift**: the runtime-only drop-in ``/run/systemd/system/<slice>.d/60-aiinfra-io-isolation-boost.conf``
    (sorted after the persistent ``50-aiinfra-io-isolation.conf``, so its values win; rendered by
    ``_systemd.build_plan``, naming each disk by the very path the unit's configuration uses), and
@@ -75,6 +80,11 @@ _DROPIN_RE = re.compile(r"^%s/([^/]+)\.d/%s$" % (re.escape(SYSTEMD_RUNTIME_DIR),
 def now():
     """The host's clock (seconds since the epoch); tests replace it."""
     return time.time()
+
+
+def uptime():
+    """CLOCK_MONOTONIC, which systemd counts ``OnBootSec=`` on (seconds since boot); tests replace it."""
+    return time.monotonic()
 
 
 class BoostError(ModuleError):
@@ -206,10 +216,10 @@ def exec_properties(steps, tools):
     return props, command
 
 
-def timer_argv(unit, on_active_ms, end, tools):
-    """``systemd-run`` for the timer that ends the window ``on_active_ms`` from now (at ``end``, UTC ISO)."""
+def timer_argv(unit, on_boot_ms, end, tools):
+    """``systemd-run`` for the timer that ends the window at ``on_boot_ms`` after boot (at ``end``, UTC ISO)."""
     props, command = exec_properties(end_steps(unit), tools)
-    return [tools["systemd-run"], "--on-active=%dms" % on_active_ms, "--unit=" + unit_base(unit),
+    return [tools["systemd-run"], "--on-boot=%dms" % on_boot_ms, "--unit=" + unit_base(unit),
             "--description=%s: ends the boost window of %s at %s" % (STAMP, unit, end),
             "--timer-property=AccuracySec=1s", "--timer-property=RemainAfterElapse=no",
             "--collect", "--property=Type=oneshot"] + props + ["--"] + command
@@ -381,9 +391,9 @@ class BoostWindow(Setting):
         if not self.starting:
             run_steps(end_steps(self.unit), fs, self.runner)
             return
-        end = epoch_of(value["window_end"])
-        on_active_ms = max(int(math.ceil((end - self.clock()) * 1000)), 1000)
-        self.runner.run(timer_argv(self.unit, on_active_ms, value["window_end"], self.tools))   # the end, first
+        left = max(epoch_of(value["window_end"]) - self.clock(), 1.0)
+        on_boot_ms = int(math.ceil((uptime() + left) * 1000))
+        self.runner.run(timer_argv(self.unit, on_boot_ms, value["window_end"], self.tools))     # the end, first
         self.file.write(fs, value["dropin"], None)                                                # then the lift
         run_steps(reapply_steps(self.unit), fs, self.runner)
         if timer_state(self.runner, self.unit) != "waiting":

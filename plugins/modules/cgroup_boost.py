@@ -16,9 +16,9 @@ description:
   - Opens a window in which a systemd slice runs without its C(io.max) caps (or with the caps given in O(io)), and
     makes the host end it after O(seconds) on its own - also when the job that opened it is cancelled, killed by a
     timeout, or loses its connection, so that no C(always:) block runs.
-  - With O(state=started) the end is scheduled first - C(systemd-run --on-active=<seconds>) creates the transient timer
-    C(aiinfra-io-isolation-boost-<slice>.timer) (the slice's name without C(.slice)), whose oneshot service of the same
-    name ends the window - and only then the caps are lifted, by the runtime-only drop-in
+  - With O(state=started) the end is scheduled first - C(systemd-run --on-boot=<uptime at the window's end>) creates the
+    transient timer C(aiinfra-io-isolation-boost-<slice>.timer) (the slice's name without C(.slice)), whose oneshot
+    service of the same name ends the window - and only then the caps are lifted, by the runtime-only drop-in
     C(/run/systemd/system/<slice>.d/60-aiinfra-io-isolation-boost.conf), which systemd is made to apply at once and
     which is read back from C(systemctl show) and the slice's C(io.max).
   - The window ends when the timer fires, at O(state=absent), when M(aiinfra.io_isolation.cgroup) converges the slice,

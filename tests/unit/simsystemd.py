@@ -25,7 +25,7 @@ and an empty assignment clears the list. Behaviour observed in the lab (docs/ker
   line between units; a device limit at infinity is not listed, as systemd omits defaults);
 * runtime drop-ins in ``/run/systemd/system/<unit>.d`` are part of the configuration (for one
   file name: ``system.control`` over ``/etc`` over ``/run/systemd/system``);
-* ``systemd-run --on-active=... --unit=NAME [--description=] [--property=Exec*=...] -- CMD`` makes
+* ``systemd-run --on-boot=... --unit=NAME [--description=] [--property=Exec*=...] -- CMD`` makes
   the transient ``NAME.timer`` (waiting) and ``NAME.service`` with their files in
   ``/run/systemd/transient``; :meth:`fire` elapses the timer: the service's ``ExecStartPre=``,
   command and ``ExecStartPost=`` run here (``rm``, ``rmdir``, ``systemctl``), then both units are
@@ -228,8 +228,8 @@ class SimSystemd(object):
                 values["timer_props"].append(value)
             else:
                 values[key] = value
-        if not command or "--unit" not in values or "--on-active" not in values:
-            return 1, "", "SimSystemd: systemd-run needs --unit, --on-active and a command\n"
+        if not command or "--unit" not in values or "--on-boot" not in values:
+            return 1, "", "SimSystemd: systemd-run needs --unit, --on-boot and a command\n"
         name = values["--unit"]
         for unit in (name + ".timer", name + ".service"):
             if unit in self.transient:
@@ -240,12 +240,12 @@ class SimSystemd(object):
             if key in execs:
                 execs[key].append(value.split(" "))
         description = values.get("--description", "")
-        self.transient[name + ".timer"] = {"SubState": "waiting", "on_active": values["--on-active"],
+        self.transient[name + ".timer"] = {"SubState": "waiting", "on_boot": values["--on-boot"],
                                            "Description": description, "timer_props": values["timer_props"]}
         self.transient[name + ".service"] = {"SubState": "dead", "Description": description, "pre": execs["ExecStartPre"],
                                              "command": command, "post": execs["ExecStartPost"],
                                              "props": values["props"]}
-        for unit, section in ((name + ".timer", "[Timer]\nOnActiveSec=%s\n" % values["--on-active"]),
+        for unit, section in ((name + ".timer", "[Timer]\nOnBootSec=%s\n" % values["--on-boot"]),
                               (name + ".service", "[Service]\nExecStart=%s\n" % " ".join(command))):
             self.host.write("%s/%s" % (TRANSIENT_DIR, unit),
                             TRANSIENT_HEADER + "[Unit]\nDescription=%s\n\n%s" % (description, section))

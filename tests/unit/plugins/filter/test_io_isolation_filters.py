@@ -209,3 +209,26 @@ def test_drift_summary_lines():
                      "iocost: io.cost.qos[259:0]: {'rlat': 5000} -> {'rlat': 7000}",
                      "training slice: training.slice io.weight default: want 100, have 500"]
     assert f.drift_summary({"x": {"changed": False}}) == []
+
+
+def test_drift_summary_names_what_is_wrong_with_a_boost_window():
+    window = {"window_end": "2026-12-04T02:10:01Z", "timer": "aiinfra-io-isolation-boost-training.timer",
+              "timer_state": "waiting", "active": False, "expired": True, "orphaned": False, "only_difference": True}
+    cgroup = {"changed": True, "boost": window, "diff": {
+        "before": {"boost window training.slice": {"window_end": "2026-12-04T02:10:01Z", "timer": "waiting"},
+                   "training.slice": {"files": {}, "kernel": {}, "drift": [
+                       {"file": "io.max", "key": "259:0.wbps", "want": 50000000, "have": "max"}]}},
+        "after": {"boost window training.slice": {"window_end": None, "timer": None},
+                  "training.slice": {"files": {}, "kernel": {}}}}}
+    assert f.drift_summary({"training slice": cgroup}) == [
+        "training slice: boost window ended at 2026-12-04T02:10:01Z, but the caps are still lifted "
+        "(aiinfra-io-isolation-boost-training.timer: waiting)",
+        "training slice: training.slice io.max 259:0.wbps: want 50000000, have max"]
+    orphaned = dict(cgroup, boost=dict(window, expired=False, orphaned=True, timer_state=None))
+    assert f.drift_summary({"t": orphaned})[0] == (
+        "t: boost window until 2026-12-04T02:10:01Z has no timer to end it "
+        "(aiinfra-io-isolation-boost-training.timer is not loaded)")
+    gone = dict(cgroup, boost=dict(window, orphaned=True, timer_state=None))
+    assert f.drift_summary({"t": gone})[0].endswith("still lifted (aiinfra-io-isolation-boost-training.timer: not loaded)")
+    open_window = dict(cgroup, boost=dict(window, expired=False, active=True, only_difference=False))
+    assert f.drift_summary({"t": open_window})[0] == "t: in a boost window until 2026-12-04T02:10:01Z, and drifted besides it:"

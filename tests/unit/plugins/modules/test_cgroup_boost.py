@@ -48,6 +48,7 @@ class Lab(object):
         self.kernel.add_group("system.slice", subtree="cpu io memory pids")
         self.clock = [T0]
         monkeypatch.setattr(_boost, "now", lambda: self.clock[0])
+        monkeypatch.setattr(_boost, "uptime", lambda: self.clock[0] - T0 + 1000.0)     # booted 1000 s before T0
         monkeypatch.setattr(cgroup_boost, "KernelFS", lambda: self.kernel)
         monkeypatch.setattr(cgroup_boost, "Runner", lambda module: self.systemd)
         self.warnings = []
@@ -128,7 +129,7 @@ def test_start_schedules_the_end_first_then_lifts(lab):
     assert lab.io_max() == ""
     assert lab.read(DROPIN) == dropin_text(lab)
     run = [c for c in lab.systemd.calls if c[0].endswith("systemd-run")]
-    assert len(run) == 1 and run[0][1] == "--on-active=600750ms"       # ends exactly at window_end
+    assert len(run) == 1 and run[0][1] == "--on-boot=1600750ms"        # ends exactly at window_end (1000 s uptime + 600.75)
     assert "--unit=aiinfra-io-isolation-boost-training" in run[0] and "--timer-property=AccuracySec=1s" in run[0]
     assert run[0][run[0].index("--"):] == ["--", "/usr/bin/systemctl", "set-property", "--runtime", "--",
                                            "training.slice", "IOAccounting=yes"]
@@ -187,7 +188,7 @@ def test_starting_again_replaces_the_window(lab):
     assert result["changed"] is True and result["window_end"] == "2026-12-04T02:02:41Z"
     assert result["previous"]["window_end"] == "2026-12-04T02:10:01Z"
     assert lab.mutating()[0] == ["systemctl", "stop", "--", TIMER, SERVICE]
-    assert [c for c in lab.systemd.calls if c[0].endswith("systemd-run")][0][1] == "--on-active=60750ms"
+    assert [c for c in lab.systemd.calls if c[0].endswith("systemd-run")][0][1] == "--on-boot=1160750ms"
     assert lab.io_max() == "" and lab.read(DROPIN) == dropin_text(lab, "2026-12-04T02:02:41Z")
     lab.systemd.fire(TIMER)
     assert lab.io_max() == CAPPED
@@ -377,7 +378,7 @@ def test_the_timer_runs_the_steps_the_module_runs():
              "systemctl": "/usr/bin/systemctl"}
     argv = _boost.timer_argv("ai-training.slice", 1000, "2026-12-04T02:00:00Z", tools)
     assert argv[:8] == [
-        "/usr/bin/systemd-run", "--on-active=1000ms", "--unit=aiinfra-io-isolation-boost-ai-training",
+        "/usr/bin/systemd-run", "--on-boot=1000ms", "--unit=aiinfra-io-isolation-boost-ai-training",
         "--description=Managed by Ansible (aiinfra.io_isolation): ends the boost window of ai-training.slice at "
         "2026-12-04T02:00:00Z",
         "--timer-property=AccuracySec=1s", "--timer-property=RemainAfterElapse=no", "--collect",
