@@ -165,6 +165,9 @@ options:
             such percentage produces is refused with the two nearest that work.
         type: raw
 notes:
+  - A slice in a boost window of M(aiinfra.io_isolation.cgroup_boost) has its window ended first (its timer stopped,
+    its runtime drop-in removed): the run applies the slice's own values, which the window's scheduled end would
+    otherwise re-apply later. RV(boost) says what was found; check mode ends nothing.
   - Values are compared with what the kernel files hold after rounding (memory to pages, io.max iops to 32 bits);
     with V(systemd) a unit that is not running (no cgroup yet) is compared through C(systemctl show).
   - The drop-in survives reboots and C(daemon-reload); cgroupfs groups below a delegated unit live as long as that
@@ -240,6 +243,21 @@ devices:
   returned: success
   type: dict
   sample: {lab-nvme-a: "259:0"}
+boost:
+  description:
+    - The slice's boost window (M(aiinfra.io_isolation.cgroup_boost)) as this run found it; only returned when the
+      slice had one. With O(manager=systemd) a run on a slice ends its window (the timer stopped, the runtime drop-in
+      removed) before applying the slice's settings; in check mode it reports the window and ends nothing.
+    - C(window_end) (UTC), C(active) (its end has not come and its timer is pending), C(expired) (its end has passed,
+      the caps are still lifted), C(orphaned) (no timer will end it), C(timer), C(timer_state), C(dropin), C(lifted)
+      (the lifted C(io.max) by C(MAJ:MIN)), C(only_difference) (everything this run changes or would change is the
+      window itself - its files, its timer and the C(io.max) lines it lifted), C(ended) (this run ended it).
+  returned: when the slice has a boost window
+  type: dict
+  sample: {window_end: "2026-12-04T02:10:01Z", active: true, expired: false, orphaned: false,
+           timer: aiinfra-io-isolation-boost-training.timer, timer_state: waiting,
+           dropin: /run/systemd/system/training.slice.d/60-aiinfra-io-isolation-boost.conf,
+           lifted: {"259:0": {rbps: max, wbps: max, riops: max, wiops: max}}, only_difference: true, ended: false}
 persisted_to:
   description: Managed files that carry the settings across reboots (the drop-in, a created slice unit).
   returned: success
