@@ -414,8 +414,8 @@ def boost_report(window, result, unit, check_mode):
             device = str(drift.get("key", "")).split(".", 1)[0]
             if drift.get("file") != "io.max" or device not in window["lifted"]:
                 only = False
-    out = dict((k, window[k]) for k in ("window_end", "active", "expired", "orphaned", "timer", "timer_state",
-                                         "dropin", "lifted"))
+    keys = ("window_end", "active", "expired", "orphaned", "timer", "timer_state", "dropin", "lifted")
+    out = dict((k, window[k]) for k in keys)
     out["only_difference"] = only
     out["ended"] = bool(result["changed"]) and not check_mode
     return out

@@ -166,7 +166,7 @@ options:
         type: raw
 notes:
   - A slice in a boost window of M(aiinfra.io_isolation.cgroup_boost) has its window ended first (its timer stopped,
-    its runtime drop-in removed): the run applies the slice's own values, which the window's scheduled end would
+    its runtime drop-in removed), so the run applies the slice's own values, which the window's scheduled end would
     otherwise re-apply later. RV(boost) says what was found; check mode ends nothing.
   - Values are compared with what the kernel files hold after rounding (memory to pages, io.max iops to 32 bits);
     with V(systemd) a unit that is not running (no cgroup yet) is compared through C(systemctl show).
