@@ -459,9 +459,12 @@ def check_form(params):
         errors.extend("io.%s cannot be boosted: a boost window lifts io.max caps only; give io.max (device: {rbps, "
                       "wbps, riops, wiops: max or a number}), or leave io out to lift every io.max cap of %s"
                       % (k, unit or "the slice") for k in other)
-        if "max" in io and (not isinstance(io["max"], dict) or not io["max"]):
+        if "max" in io and not isinstance(io["max"], dict):
             errors.append("io.max: expected a mapping of device to {rbps, wbps, riops, wiops: max or a number}, got "
                           "%r; leave io out to lift every io.max cap of %s" % (io["max"], unit or "the slice"))
+        elif "max" in io and not io["max"]:
+            errors.append("io.max is empty: name the disks to lift (device: {rbps, wbps, riops, wiops: max or a "
+                          "number}), or leave io out to lift every io.max cap of %s" % (unit or "the slice"))
     return errors
 
 
@@ -470,7 +473,6 @@ class Request:
         self.params, self.fs, self.runner = params, fs, runner
         self.unit = (params.get("unit") or "").strip()
         self.starting = (params.get("state") or "started") == "started"
-        self.warnings = []
         self.resolver = DeviceResolver(fs)
         self.tools = {}
         self.devices = {}
@@ -579,5 +581,4 @@ def run(params, fs, runner, check_mode, clock=None):
         "previous": None if current is None else dict((k, current[k]) for k in (
             "window_end", "timer_state", "active", "expired")),
         "kernel": {"io.max": kernel},
-        "warnings": req.warnings,
     }

@@ -243,6 +243,7 @@ def test_check_mode_writes_and_schedules_nothing(lab):
     ({"seconds": 60, "io": {"weight": 500}},
      "io.weight cannot be boosted: a boost window lifts io.max caps only; give io.max"),
     ({"seconds": 60, "io": {"max": "all"}}, "io.max: expected a mapping of device to {rbps, wbps, riops, wiops"),
+    ({"seconds": 60, "io": {"max": {}}}, "io.max is empty: name the disks to lift"),
     ({"seconds": 60, "io": {"max": {"lab-nvme-a": {"rbsp": "max"}}}}, "unknown key 'rbsp'"),
     ({"seconds": 60, "io": {"max": {"lab-nvme-a": {"wbps": "10M"}}}}, "10M"),
     ({"seconds": 60, "io": {"max": {"lab-nvme-b": {"wbps": "max"}}}},
