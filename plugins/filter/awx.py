@@ -16,9 +16,9 @@ from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._awx_survey i
     SurveyError, check_survey, survey_spec)
 
 
-def awx_survey(specs, variables, name="", description=""):
+def awx_survey(specs, variables, name="", description="", limits=None):
     try:
-        return survey_spec(specs, variables, name, description)
+        return survey_spec(specs, variables, name, description, limits)
     except SurveyError as e:
         raise AnsibleFilterError("awx_survey: %s" % e)
 

@@ -81,8 +81,31 @@ def question(name, option):
     return out
 
 
-def survey_spec(specs, variables, name="", description=""):
-    """An AWX ``survey_spec`` offering ``variables``, each checked against the argument specs."""
+def _limit(var, item, limits):
+    """Narrow a number question to ``limits`` ({min, max}): argument specs carry no bounds, a survey
+    can, and a bound the playbook checks is better refused at launch than after it started."""
+    if item["type"] not in ("integer", "float"):
+        raise SurveyError("%s: limits apply to integer and float questions, not %s" % (var, item["type"]))
+    unknown = sorted(set(limits) - {"min", "max"})
+    if unknown:
+        raise SurveyError("%s: limits take min and max, not %s" % (var, ", ".join(unknown)))
+    for key in ("min", "max"):
+        if key in limits:
+            # AWX takes only integer limits, for float questions too (JobTemplateSurveySpec validation)
+            if isinstance(limits[key], bool) or not isinstance(limits[key], int):
+                raise SurveyError("%s: %s must be an integer (AWX refuses other limits), got %r" % (var, key, limits[key]))
+            item[key] = limits[key]
+    if "min" in item and "max" in item and item["min"] > item["max"]:
+        raise SurveyError("%s: min %s is above max %s" % (var, item["min"], item["max"]))
+    default = item.get("default")
+    if default is not None and not (item.get("min", default) <= default <= item.get("max", default)):
+        raise SurveyError("%s: the default %s is outside %s..%s" % (var, default, item.get("min", ""), item.get("max", "")))
+    return item
+
+
+def survey_spec(specs, variables, name="", description="", limits=None):
+    """An AWX ``survey_spec`` offering ``variables``, each checked against the argument specs;
+    ``limits`` ({variable: {min, max}}) bounds number questions."""
     options = options_of(specs)
     if not isinstance(variables, (list, tuple)) or not variables:
         raise SurveyError("name the variables the survey offers (a non-empty list)")
@@ -90,8 +113,19 @@ def survey_spec(specs, variables, name="", description=""):
     if unknown:
         raise SurveyError("%s: not an option of the role's argument spec (%s)"
                           % (", ".join(unknown), ", ".join(sorted(options)) or "none"))
-    return {"name": name, "description": description,
-            "spec": [question(v, options[v]) for v in variables]}
+    limits = limits or {}
+    if not isinstance(limits, dict):
+        raise SurveyError("limits must map variables to {min, max}, got %s" % type(limits).__name__)
+    stray = [v for v in limits if v not in variables]
+    if stray:
+        raise SurveyError("limits for %s, which the survey does not offer" % ", ".join(stray))
+    spec = []
+    for var in variables:
+        item = question(var, options[var])
+        if var in limits:
+            item = _limit(var, item, limits[var] or {})
+        spec.append(item)
+    return {"name": name, "description": description, "spec": spec}
 
 
 def check_survey(survey, specs):

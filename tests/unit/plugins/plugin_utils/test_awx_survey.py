@@ -93,3 +93,35 @@ def test_specs_in_any_form():
     assert s.options_of(full) == s.options_of(full["argument_specs"]) == s.options_of(full["argument_specs"]["main"])
     with pytest.raises(s.SurveyError, match="argument specs must be"):
         s.options_of("roles/training")
+
+
+def test_limits_bound_number_questions():
+    spec = awx.awx_survey(SPEC, ["count", "ratio"], limits={"count": {"min": 1, "max": 10}, "ratio": {"max": 2}})
+    count, ratio = spec["spec"]
+    assert (count["min"], count["max"]) == (1, 10) and ratio["max"] == 2 and "min" not in ratio
+
+
+@pytest.mark.parametrize("variables, limits, message", [
+    (["mode"], {"mode": {"min": 1}}, "mode: limits apply to integer and float questions, not multiplechoice"),
+    (["count"], {"count": {"min": 1, "low": 2}}, "count: limits take min and max, not low"),
+    (["count"], {"count": {"min": "1"}}, "count: min must be an integer"),
+    (["ratio"], {"ratio": {"max": 0.5}}, "ratio: max must be an integer"),
+    (["count"], {"count": {"min": 5, "max": 1}}, "count: min 5 is above max 1"),
+    (["count"], {"count": {"min": 4}}, "count: the default 3 is outside 4.."),
+    (["count"], {"ratio": {"min": 0}}, "limits for ratio, which the survey does not offer"),
+    (["count"], ["count"], "limits must map variables"),
+])
+def test_bad_limits_are_refused(variables, limits, message):
+    with pytest.raises(AnsibleFilterError, match="awx_survey: " + message):
+        awx.awx_survey(SPEC, variables, limits=limits)
+
+
+def test_the_boost_playbooks_spec_gives_its_survey():
+    # training_boost.yml checks its variables with this file, and awx_objects.yml builds the survey from it
+    with open(os.path.join(REPO, "playbooks", "vars", "training_boost_spec.yml")) as handle:
+        spec = yaml.safe_load(handle)
+    survey = awx.awx_survey(spec, ["training_boost_seconds", "training_boost_grace_seconds"],
+                            limits={"training_boost_seconds": {"min": 1, "max": 14400}})
+    seconds, grace = survey["spec"]
+    assert seconds["type"] == grace["type"] == "integer"
+    assert (seconds["default"], seconds["min"], seconds["max"], grace["default"]) == (600, 1, 14400, 60)
