@@ -81,8 +81,8 @@ def job(awx, name, playbook, extravars=None, timeout=0):
         for group in ("calibration", "inference", "training"))}}
     (pdd / "inventory" / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (pdd / "env" / "extravars").write_text(json.dumps(extravars or {}))
-    (pdd / "env" / "envvars").write_text(json.dumps({"ANSIBLE_COLLECTIONS_PATH": awx["collections"],
-                                                      "ANSIBLE_HOST_KEY_CHECKING": "False"}))
+    envvars = {"ANSIBLE_COLLECTIONS_PATH": awx["collections"], "ANSIBLE_HOST_KEY_CHECKING": "False"}
+    (pdd / "env" / "envvars").write_text(json.dumps(envvars))
     # the machine credential's privilege escalation (the lab's guests have su, not sudo)
     (pdd / "env" / "cmdline").write_text("--become --become-method su")
     (pdd / "env" / "settings").write_text(json.dumps({"job_timeout": timeout, "suppress_ansible_output": True}))
@@ -168,13 +168,13 @@ def test_verify_job_says_ok_then_names_the_drift(awx, host, site):
     # the workflow's verify node gets the calibrate node's artifact too (a scheduled verify needs the
     # entries from a persistent io_isolation_calibration_dir instead: without them it reports the model)
     artifact = site[0]
-    status, rc, events, _ = job(awx, "verify-ok", "playbooks/verify.yml", artifact)
+    status, rc, events, _seconds = job(awx, "verify-ok", "playbooks/verify.yml", artifact)
     assert (status, rc) == ("successful", 0), messages(events)
     assert any(m.startswith("OK: ") and "holds its I/O isolation settings" in m for m in messages(events)), messages(events)
     before = host.check_output("sysctl -n vm.swappiness")
     host.run_test("sysctl -qw vm.swappiness=61")
     try:
-        status, rc, events, _ = job(awx, "verify-drift", "playbooks/verify.yml", artifact)
+        status, rc, events, _seconds = job(awx, "verify-drift", "playbooks/verify.yml", artifact)
     finally:
         host.run_test("sysctl -qw vm.swappiness=%s" % before)
     assert status == "failed" and rc != 0
@@ -211,7 +211,7 @@ def test_boost_job_killed_by_its_timeout_is_ended_by_the_host(awx, host, site):
           % (seconds, status, rc, end, now - end_epoch))
     assert capped, "the caps were not back 60 s after the window's end"
     assert now - end_epoch <= 30, "the caps came back %d s late" % (now - end_epoch)
-    status, rc, events, _ = job(awx, "verify-after-boost", "playbooks/verify.yml", site[0])
+    status, rc, events, _seconds = job(awx, "verify-after-boost", "playbooks/verify.yml", site[0])
     assert (status, rc) == ("successful", 0), messages(events)
 
 
