@@ -27,29 +27,26 @@ PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
     ``elapsed`` is whole seconds including fio's start-up. Neither is used.
   - The final object repeats the last status object when fio ends on its own (same runtime): such
     a zero-length step gives no window.
-* Processes: argv lists only, C locale, stdout/stderr pipes read without blocking (``select`` +
-  ``os.read``), the child always killed and reaped when a function leaves by an exception
-  (including exceptions raised by the caller's signal handlers). ``subprocess`` is used directly
-  because fio must be read while it runs; ``AnsibleModule.run_command`` only returns at the end.
+* Processes: :class:`_commands.Child` (argv lists, C locale, pipes read while fio runs), the child
+  always killed and reaped when a function leaves by an exception (including exceptions raised by
+  the caller's signal handlers); ``AnsibleModule.run_command`` only returns at the end.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import codecs
 import json
 import math
 import os
 import re
-import select
-import signal
 import subprocess
 import time
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import STOP_TIMEOUT, Child
+
 BIG_BS = 128 * 1024 * 1024
 SMALL_BS = 4096
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
 # Completion-latency percentiles requested from fio in the QoS runs (fio prints them as "95.000000").
 PERCENTILES = (1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.99)
@@ -68,8 +65,7 @@ QOS_RULE = ("rpct/wpct = 95 (50 on rotational disks); rlat/wlat = 1.5 x the p95 
 # How long fio may take beyond its own --runtime before it is called hung (start-up, file layout,
 # final output; fio under emulation needs seconds to start).
 STARTUP_GRACE = 60.0
-# After SIGINT, how long fio gets to print its final status and exit, then SIGTERM, then SIGKILL.
-STOP_TIMEOUT = 10.0
+# How much of fio's stderr an error keeps (the stop timeouts are _commands.STOP_TIMEOUT).
 STDERR_TAIL = 4000
 
 
@@ -598,108 +594,6 @@ def relative_spread(samples):
 # Running fio
 # ---------------------------------------------------------------------------------------------
 
-def _env():
-    env = dict(os.environ)
-    env.update(C_LOCALE)
-    return env
-
-
-class _Child:
-    """One fio process: non-blocking reads of both pipes, graceful and forced stops."""
-
-    def __init__(self, popen, argv, clock):
-        self.argv = argv
-        self.clock = clock
-        self.proc = popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          env=_env(), close_fds=True)
-        self._fds = {}
-        self._dec = {}
-        for name, f in (("out", self.proc.stdout), ("err", self.proc.stderr)):
-            self._fds[f.fileno()] = name
-            self._dec[name] = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.stderr = ""
-
-    @property
-    def open(self):
-        return bool(self._fds)
-
-    def read(self, timeout):
-        """Wait up to ``timeout`` s for output; returns the new stdout text (stderr is kept in ``.stderr``)."""
-        if not self._fds:
-            return ""
-        ready, _w, _x = select.select(list(self._fds), [], [], max(0.0, timeout))
-        out = ""
-        for fd in ready:
-            name = self._fds[fd]
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                data = b""
-            final = not data
-            text = self._dec[name].decode(data, final)
-            if final:
-                del self._fds[fd]
-            if name == "out":
-                out += text
-            else:
-                self.stderr = (self.stderr + text)[-STDERR_TAIL:]
-        return out
-
-    def drain(self, seconds):
-        """Read until both pipes close or ``seconds`` pass; returns stdout text."""
-        deadline = self.clock() + seconds
-        out = ""
-        while self._fds:
-            left = deadline - self.clock()
-            if left <= 0:
-                break
-            out += self.read(min(left, 0.5))
-        return out
-
-    def wait(self, seconds):
-        """Reap the process within ``seconds``; returns its rc or None."""
-        deadline = self.clock() + seconds
-        while True:
-            rc = self.proc.poll()
-            if rc is not None:
-                return rc
-            if self.clock() >= deadline:
-                return None
-            time.sleep(0.05)
-
-    def stop(self, timeout=None):
-        """SIGINT (fio prints its final status and exits), then SIGTERM, then SIGKILL. Returns stdout text."""
-        timeout = STOP_TIMEOUT if timeout is None else timeout
-        out = ""
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            if self.proc.poll() is not None:
-                break
-            try:
-                self.proc.send_signal(sig)
-            except OSError:
-                break
-            out += self.drain(timeout)
-            if self.wait(timeout) is not None:
-                break
-        self.kill()
-        return out
-
-    def kill(self):
-        """SIGKILL if still running, reap, close the pipes. Never raises."""
-        try:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-        except Exception:  # pylint: disable=broad-except
-            pass
-        for f in (self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except Exception:  # pylint: disable=broad-except
-                pass
-        self._fds = {}
-
-
 def _fail_message(what, target, rc, stderr, reason=None):
     tail = " ".join((stderr or "").strip().split("\n")[-5:]).strip()
     msg = "fio %s on %s failed" % (what, target)
@@ -725,7 +619,7 @@ def run_measurement(fio, m, target, size_bytes, rule, numjobs=1, big_bs=BIG_BS, 
     tracker = WindowTracker(m, big_bs=big_bs)
     started = clock()
     deadline = started + rule.max_seconds + 2 + STARTUP_GRACE
-    child = _Child(popen, argv, clock)
+    child = Child(popen, argv, clock, stderr_tail=STDERR_TAIL)
     ok = False
     rc = None
     try:
@@ -736,14 +630,14 @@ def run_measurement(fio, m, target, size_bytes, rule, numjobs=1, big_bs=BIG_BS, 
                 try:
                     window = tracker.add(dump)
                 except ValueError as e:
-                    child.stop()
+                    child.stop(STOP_TIMEOUT)
                     raise FioError(argv, child.proc.poll(), child.stderr,
                                    _fail_message(m.name, target, child.proc.poll(), child.stderr, str(e)))
                 if window is not None and rule.update(window):
                     decided = True
                     break
             if decided:
-                child.stop()
+                child.stop(STOP_TIMEOUT)
                 rc = child.proc.poll()
                 break
             if not child.open:
@@ -812,7 +706,7 @@ def combine_passes(runs):
 
 def _run_to_end(fio_argv, what, target, seconds, popen, clock):
     """Run fio to its end (not streamed); returns its last JSON object."""
-    child = _Child(popen, fio_argv, clock)
+    child = Child(popen, fio_argv, clock, stderr_tail=STDERR_TAIL)
     ok = False
     try:
         started = clock()
