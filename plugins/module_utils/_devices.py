@@ -445,10 +445,10 @@ class DeviceResolver:
             return self._lookup_path(selector)
         m = _MAJMIN_RE.match(selector)
         if m:
-            link = SYS_DEV_BLOCK + "/" + selector
-            if not self.fs.exists(link):
+            name = name_of(self.fs, selector)
+            if name is None:
                 raise self._not_found(selector, "No block device has the device number %s" % selector)
-            return os.path.basename(self.fs.realpath(link)), "MAJ:MIN"
+            return name, "MAJ:MIN"
         if "/" not in selector and self.fs.exists(SYS_CLASS_BLOCK + "/" + selector):
             return selector, "kernel name"
         for directory, how in ((BY_ID, "by-id link"), (BY_PATH, "by-path link"), ("/dev/mapper", "dm name"),
@@ -698,6 +698,14 @@ def _assign_stable_ids(records):
         else:
             rec.stable_id_note = "; ".join(notes) if notes else None
             rec.stable_selector = _stable_selector(rec)
+
+
+def name_of(fs, majmin):
+    """Kernel name of the block device ``MAJ:MIN`` (its ``/sys/dev/block`` link), None when there is none."""
+    link = SYS_DEV_BLOCK + "/" + majmin
+    if not fs.exists(link):
+        return None
+    return os.path.basename(fs.realpath(link))
 
 
 def list_disks(fs, include_empty=False):

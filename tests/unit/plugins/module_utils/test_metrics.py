@@ -1,0 +1,197 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The io_metrics exporter (module_utils/_metrics.py) against fake /sys + cgroupfs trees: exact metric lines from
+kernel text captured in the lab (tests/observed/debian12-6.1.txt), nothing made up for what a host lacks, the atomic
+write and the bounded run (what the role installs: tests/unit/roles/test_io_metrics.py)."""
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from fakehost import FakeHost
+from metricshost import EXPECTED, VERIFY, lab_host
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics as m
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+
+
+def text(h, **kw):
+    return m.render(m.collect(KernelFS(h.root), **kw))
+
+
+def families(output):
+    return sorted({line.split()[2] for line in output.splitlines() if line.startswith("# TYPE ")})
+
+
+def test_exact_lines_from_lab_output(tmp_path):
+    assert text(lab_host(tmp_path)) == EXPECTED
+
+
+def test_kernel_without_iocost_or_psi_gives_no_iocost_or_pressure_metric(tmp_path):
+    out = text(lab_host(tmp_path, iocost=False, psi=False))
+    names = families(out)
+    assert not [n for n in names if "iocost" in n or "pressure" in n], out
+    assert "aiinfra_io_isolation_slice_io_reads_total" in names
+    assert 'aiinfra_io_isolation_slice_io_reads_total{device="nvme0n1",majmin="259:0",slice="inference.slice"} 5008' in out
+    assert "aiinfra_io_isolation_exporter_errors 0" in out
+
+
+def test_a_slice_not_present_gives_only_its_presence(tmp_path):
+    out = text(lab_host(tmp_path), slices=["training.slice", "ai-batch.slice"])
+    assert [line for line in out.splitlines() if "slice=" in line] == [
+        'aiinfra_io_isolation_slice_present{slice="training.slice"} 0',
+        'aiinfra_io_isolation_slice_present{slice="ai-batch.slice"} 0']
+    assert "aiinfra_io_isolation_exporter_errors 0" in out
+
+
+def test_nested_slice_and_cgroup_path_are_found_where_systemd_puts_them(tmp_path):
+    h = lab_host(tmp_path)
+    h.add_cgroup("ai.slice/ai-serve.slice", {"io.stat": "259:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n"})
+    out = text(h, slices=["ai-serve.slice", "ai.slice/ai-serve.slice"])
+    for name in ("ai-serve.slice", "ai.slice/ai-serve.slice"):
+        assert ('aiinfra_io_isolation_slice_io_written_bytes_total{device="nvme0n1",majmin="259:0",slice="%s"} 8192'
+                % name) in out
+
+
+def test_unparsable_or_unreadable_files_are_counted_and_skipped(tmp_path):
+    h = lab_host(tmp_path)
+    h.write("/sys/fs/cgroup/inference.slice/io.stat", "garbage line\n")
+    os.unlink(h.path("/sys/fs/cgroup/io.cost.qos"))
+    os.mkdir(h.path("/sys/fs/cgroup/io.cost.qos"))     # reading it fails with EISDIR, not "absent"
+    h.write(VERIFY, '{"drift": "yes"}')
+    out = text(h)
+    assert "aiinfra_io_isolation_exporter_errors 3" in out
+    names = families(out)
+    assert "aiinfra_io_isolation_slice_io_read_bytes_total" not in names
+    assert "aiinfra_io_isolation_iocost_qos_vrate_min_ratio" not in names
+    assert "aiinfra_io_isolation_config_drift" not in names
+    # what could be read is still there
+    assert 'aiinfra_io_isolation_iocost_vrate_ratio{device="nvme0n1",majmin="259:0"} 1.0' in out
+    assert "aiinfra_io_isolation_slice_io_pressure_waiting_seconds_total" in names
+
+
+def test_no_cgroup2_and_no_verify_result_gives_only_the_error_count(tmp_path):
+    h = FakeHost(tmp_path)
+    h.add_nvme(ctrl=0, majmin="259:0")
+    assert text(h) == ("# HELP aiinfra_io_isolation_exporter_errors Files this run could not read or parse "
+                       "(each one skipped, not reported as zero).\n"
+                       "# TYPE aiinfra_io_isolation_exporter_errors gauge\n"
+                       "aiinfra_io_isolation_exporter_errors 0\n")
+
+
+def test_vrate_and_debug_stats_are_converted_to_base_units(tmp_path):
+    h = lab_host(tmp_path)
+    h.write("/sys/fs/cgroup/io.stat", "259:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.vrate=87.35 "
+                                      "cost.usage=10\n")
+    h.write("/sys/fs/cgroup/inference.slice/io.stat",
+            "259:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0 cost.usage=2500000 cost.wait=1000 "
+            "cost.indebt=0 cost.indelay=3\n")
+    out = text(h)
+    assert 'aiinfra_io_isolation_iocost_vrate_ratio{device="nvme0n1",majmin="259:0"} 0.8735' in out
+    labels = '{device="nvme0n1",majmin="259:0",slice="inference.slice"}'
+    for line in ("slice_iocost_usage_seconds_total%s 2.5", "slice_iocost_wait_seconds_total%s 0.001",
+                 "slice_iocost_indebt_seconds_total%s 0.0", "slice_iocost_indelay_seconds_total%s 3e-06"):
+        assert "aiinfra_io_isolation_" + line % labels in out
+
+
+def test_label_values_are_escaped():
+    c = m.Collector(KernelFS("/nonexistent"))
+    c.add("slice_present", {"slice": 'a"b\\c\nd'}, 1)
+    assert 'aiinfra_io_isolation_slice_present{slice="a\\"b\\\\c\\nd"} 1' in m.render(c)
+
+
+# -- the file node_exporter reads ------------------------------------------------------------------
+
+def test_main_writes_the_file_atomically_into_the_textfile_dir(tmp_path, monkeypatch):
+    h = lab_host(tmp_path)
+    out_dir = "/var/lib/prometheus/node-exporter"
+    target = h.path(out_dir + "/" + m.OUTPUT_NAME)
+    h.write(out_dir + "/" + m.OUTPUT_NAME, "old\n")
+    seen = {}
+    real_rename = os.rename
+
+    def rename(src, dst):
+        # at the rename the new text is complete in a temp file of the same directory, the old file untouched
+        seen.update(src=src, dst=dst, old=open(dst).read(), new=open(src).read())
+        real_rename(src, dst)
+    monkeypatch.setattr(os, "rename", rename)
+    assert m.main(["--root", h.root]) == 0
+    assert seen["dst"] == target and os.path.dirname(seen["src"]) == os.path.dirname(target)
+    assert os.path.basename(seen["src"]).startswith(".")      # node_exporter reads only *.prom
+    assert seen["old"] == "old\n" and seen["new"] == EXPECTED
+    assert open(target).read() == EXPECTED
+    assert sorted(os.listdir(os.path.dirname(target))) == [m.OUTPUT_NAME]
+    assert oct(os.stat(target).st_mode & 0o777) == "0o644"
+
+
+def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temp_file(tmp_path, monkeypatch, capsys):
+    h = lab_host(tmp_path)
+    out_dir = "/var/lib/prometheus/node-exporter"
+    h.write(out_dir + "/" + m.OUTPUT_NAME, "old\n")
+
+    def rename(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "rename", rename)
+    assert m.main(["--root", h.root]) == 1
+    assert "No space left" in capsys.readouterr().err
+    assert os.listdir(h.path(out_dir)) == [m.OUTPUT_NAME]
+    assert h.read(out_dir + "/" + m.OUTPUT_NAME) == "old\n"
+
+
+def test_a_run_that_hangs_gives_up_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    h = lab_host(tmp_path)
+    out_dir = "/var/lib/prometheus/node-exporter"
+    h.write(out_dir + "/" + m.OUTPUT_NAME, "old\n")
+
+    def hang(*_a, **_k):
+        time.sleep(5)
+    monkeypatch.setattr(m, "collect", hang)
+    started = time.monotonic()
+    assert m.main(["--root", h.root, "--timeout", "1"]) == 1
+    assert time.monotonic() - started < 3
+    assert "gave up after 1 s" in capsys.readouterr().err
+    assert os.listdir(h.path(out_dir)) == [m.OUTPUT_NAME] and h.read(out_dir + "/" + m.OUTPUT_NAME) == "old\n"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--slice", "inference.slice; rm -rf /"], "inference.slice; rm -rf /"),
+    (["--slice", "/etc/passwd"], "outside /sys/fs/cgroup"),
+    (["--timeout", "0"], "--timeout must be at least 1"),
+])
+def test_bad_arguments_are_refused(argv, words, capsys):
+    with pytest.raises(SystemExit) as e:
+        m.parse_args(argv)
+    assert e.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_stdout_and_no_verify_file(tmp_path, capsys):
+    h = lab_host(tmp_path)
+    assert m.main(["--root", h.root, "--stdout", "--verify-file", ""]) == 0
+    out = capsys.readouterr().out
+    assert "config_drift" not in out and "aiinfra_io_isolation_slice_present" in out
+
+
+# -- promtool ------------------------------------------------------------------------------------
+
+PROMTOOL = shutil.which("promtool")
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus')")
+@pytest.mark.parametrize("kind", ["lab", "no-iocost-no-psi"])
+def test_promtool_check_metrics_is_clean(tmp_path, kind):
+    h = lab_host(tmp_path, iocost=kind == "lab", psi=kind == "lab")
+    proc = subprocess.run([PROMTOOL, "check", "metrics"], input=text(h), capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0 and not proc.stdout.strip() and not proc.stderr.strip(), proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus')")
+def test_promtool_would_catch_a_bad_name(tmp_path):
+    # the check above can fail: the same output with a counter that lacks _total is refused
+    bad = text(lab_host(tmp_path)).replace("slice_io_reads_total", "slice_io_reads")
+    proc = subprocess.run([PROMTOOL, "check", "metrics"], input=bad, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode != 0 and "_total" in proc.stdout + proc.stderr
