@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The io_metrics role: what it installs is exactly what the exporter imports, the installed tree runs on the
+standard library alone, its unit runs the exporter with arguments the exporter accepts, and record_verify writes
+a result the exporter turns into the drift flag (ansible-playbook on localhost; no systemd needed)."""
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+from metricshost import EXPECTED, lab_host
+from playbook import ansible_playbook
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics as m
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
+ROLE = os.path.join(REPO, "roles", "io_metrics")
+
+
+def _imports(name):
+    tree = ast.parse(open(os.path.join(MODULE_UTILS, name)).read())
+    prefix = "ansible_collections.aiinfra.io_isolation.plugins.module_utils"
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == prefix:
+                out.update(a.name + ".py" for a in node.names)
+            elif node.module.startswith(prefix + "."):
+                out.add(node.module.rsplit(".", 1)[1] + ".py")
+        elif isinstance(node, ast.Import):
+            assert not any(a.name.startswith("ansible") for a in node.names), name
+    return out
+
+
+def test_installed_files_are_exactly_what_the_exporter_imports():
+    closure, todo = set(), ["_metrics.py"]
+    while todo:
+        name = todo.pop()
+        if name not in closure:
+            closure.add(name)
+            todo.extend(_imports(name))
+    assert sorted(closure) == sorted(m.INSTALLED)
+    role_vars = yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml")))
+    assert role_vars["__io_metrics_files"] == list(m.INSTALLED)
+
+
+def test_role_defaults_match_the_exporter_defaults():
+    defaults = yaml.safe_load(open(os.path.join(ROLE, "defaults", "main.yml")))
+    assert defaults["io_metrics_textfile_dir"] == m.TEXTFILE_DIR
+    assert defaults["io_metrics_verify_file"] == m.VERIFY_FILE
+    assert defaults["io_metrics_slices"] == list(m.SLICES)
+    assert yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml")))["__io_metrics_output"] == m.OUTPUT_NAME
+
+
+def render_role_template(name, **overrides):
+    import jinja2
+    values = yaml.safe_load(open(os.path.join(ROLE, "defaults", "main.yml")))
+    values.update(yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml"))))
+    values.update(overrides)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    # role vars refer to each other (the package dir is below the lib dir)
+    for key in ("__io_metrics_package_dir",):
+        values[key] = env.from_string(values[key]).render(values)
+    return env.from_string(open(os.path.join(ROLE, "templates", name)).read()).render(values)
+
+
+def test_the_installed_tree_runs_on_the_standard_library_alone(tmp_path):
+    """The role's layout, built here: the INSTALLED files and the launcher, run with -I -S (no site-packages, so
+    no ansible): its output is the same as the exporter's in this process."""
+    h = lab_host(tmp_path)
+    lib = tmp_path / "lib"
+    package = lib / "ansible_collections" / "aiinfra" / "io_isolation" / "plugins" / "module_utils"
+    package.mkdir(parents=True)
+    for name in m.INSTALLED:
+        shutil.copy(os.path.join(MODULE_UTILS, name), str(package / name))
+    launcher = tmp_path / "io-metrics"
+    launcher.write_text(render_role_template("io-metrics.py.j2", __io_metrics_lib_dir=str(lib)))
+    proc = subprocess.run([sys.executable, "-I", "-S", str(launcher), "--root", h.root, "--stdout"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == EXPECTED
+
+
+def test_the_service_runs_the_exporter_with_arguments_it_accepts():
+    import shlex
+    unit = render_role_template("io-metrics.service.j2", io_metrics_slices=["inference.slice", "ai-batch.slice"])
+    assert unit.splitlines()[0].startswith("# Managed by Ansible (aiinfra.io_isolation)")
+    exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
+    argv = shlex.split(exec_start[len("ExecStart="):])
+    assert argv[:3] == ["/usr/bin/python3", "-I", "/usr/local/libexec/aiinfra-io_isolation/io-metrics"]
+    args = m.parse_args(argv[3:])
+    assert args.slices == ["inference.slice", "ai-batch.slice"] and args.timeout == 20
+    assert args.textfile_dir == m.TEXTFILE_DIR and args.verify_file == m.VERIFY_FILE
+    assert "ReadWritePaths=%s" % m.TEXTFILE_DIR in unit.splitlines()
+    timer = render_role_template("io-metrics.timer.j2", io_metrics_interval_seconds=15)
+    assert "OnUnitActiveSec=15s" in timer.splitlines()
+
+
+
+
+# -- the role on localhost: check mode, and the verify result ------------------------------------
+
+def run_role(tmp_path, tasks_from, extra, check=False):
+    playbook = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: aiinfra.io_isolation.io_metrics
+        tasks_from: %s
+""" % tasks_from
+    (tmp_path / "pb.yml").write_text(playbook)
+    inventory = {"all": {"hosts": {"localhost": {}}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
+    args = ["-i", tmp_path / "inventory.json", tmp_path / "pb.yml", "-e", json.dumps(extra)]
+    return ansible_playbook(*(args + (["--check", "--diff"] if check else [])))
+
+
+def role_paths(tmp_path):
+    """Every path the role writes, moved below tmp_path (role vars and defaults, overridden as extra vars)."""
+    return {"__io_metrics_lib_dir": str(tmp_path / "lib"), "__io_metrics_launcher": str(tmp_path / "libexec" / "io-metrics"),
+            "__io_metrics_unit_dir": str(tmp_path / "units"), "io_metrics_textfile_dir": str(tmp_path / "textfile"),
+            "io_metrics_verify_file": str(tmp_path / "state" / "verify-result.json")}
+
+
+def test_check_mode_installs_nothing_and_shows_the_units(tmp_path):
+    paths = role_paths(tmp_path)
+    proc = run_role(tmp_path, "main", dict(paths, io_metrics_slices=["inference.slice", "ai-batch.slice"]), check=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "--slice inference.slice --slice ai-batch.slice" in out        # the service's diff
+    assert "OnUnitActiveSec=30s" in out
+    assert "skipping" in out and "Enable and start the timer" in out     # not asked about a unit not installed
+    assert not [p for p in ("lib", "libexec", "units", "textfile", "state") if (tmp_path / p).exists()], out
+
+
+def test_bad_slice_names_are_refused_before_anything_is_written(tmp_path):
+    proc = run_role(tmp_path, "main", dict(role_paths(tmp_path), io_metrics_slices=["x.slice --stdout"]), check=True)
+    assert proc.returncode != 0 and "io_metrics_slices must be unit names" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_record_verify_writes_in_check_mode_and_the_exporter_reads_drift(tmp_path):
+    h = lab_host(tmp_path)
+    verify = h.path(m.VERIFY_FILE)
+    os.unlink(verify)
+    os.rmdir(os.path.dirname(verify))
+    drift = {"inference slice": {"changed": True, "diff": {"before": {"io.weight": 100}, "after": {"io.weight": 1000}}},
+             "sysctl": {"changed": False}}
+    proc = run_role(tmp_path, "record_verify", {"io_metrics_verify_file": verify, "io_metrics_verify_drift": drift},
+                    check=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recorded = json.load(open(verify))
+    assert recorded["drift"] is True and recorded["items"] == ["inference slice: io.weight: 100 -> 1000"]
+    out = m.render(m.collect(KernelFS(h.root)))
+    assert "aiinfra_io_isolation_config_drift 1\n" in out and "aiinfra_io_isolation_config_drift_items 1\n" in out
+    stamp = [line for line in out.splitlines() if line.startswith("aiinfra_io_isolation_config_verify_timestamp_seconds ")]
+    assert stamp and abs(int(stamp[0].split()[1]) - recorded["time"]) == 0
+
+    proc = run_role(tmp_path, "record_verify", {"io_metrics_verify_file": verify, "io_metrics_verify_drift": {}})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.load(open(verify))["drift"] is False
+    assert "aiinfra_io_isolation_config_drift 0\n" in m.render(m.collect(KernelFS(h.root)))
+
+
+def test_record_verify_needs_the_drift(tmp_path):
+    proc = run_role(tmp_path, "record_verify", {"io_metrics_verify_file": str(tmp_path / "v.json")}, check=True)
+    assert proc.returncode != 0 and "io_metrics_verify_drift" in proc.stdout, proc.stdout[-2000:]
