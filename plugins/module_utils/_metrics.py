@@ -317,4 +317,3 @@ def main(argv=None, out=None):
         sys.stderr.write("aiinfra-io-metrics: %s\n" % e)
         return 1
     return 0
-

@@ -103,8 +103,6 @@ def test_the_service_runs_the_exporter_with_arguments_it_accepts():
     assert "OnUnitActiveSec=15s" in timer.splitlines()
 
 
-
-
 # -- the role on localhost: check mode, and the verify result ------------------------------------
 
 def run_role(tmp_path, tasks_from, extra, check=False):
