@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""prometheus/alerts.yml: promtool accepts the rules and their unit tests (prometheus/alerts.test.yml) pass, and
+the unit tests notice a rule that no longer does what they say (a changed threshold, a dropped guard)."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+RULES = os.path.join(REPO, "prometheus")
+PROMTOOL = shutil.which("promtool")
+
+pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus')")
+
+
+def promtool(*args, cwd=RULES):
+    return subprocess.run([PROMTOOL] + list(args), capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
+
+
+def test_rules_are_valid():
+    proc = promtool("check", "rules", "alerts.yml")
+    assert proc.returncode == 0 and "SUCCESS: 7 rules found" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_rule_unit_tests_pass():
+    proc = promtool("test", "rules", "alerts.test.yml")
+    assert proc.returncode == 0 and "SUCCESS" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("old, new", [
+    # the pressure threshold of the health gate (20 %) raised: host-a (30 %) would no longer warn
+    ('slice="inference.slice"}[5m]) > 0.20', 'slice="inference.slice"}[5m]) > 0.40'),
+    # the activity guard dropped: host-b's idle disk would alert
+    ("rate(aiinfra_io_isolation_slice_io_reads_total[10m]) + rate(aiinfra_io_isolation_slice_io_writes_total[10m])\n"
+     "          ) > 0\n        for: 20m\n        labels:\n          severity: warning\n        annotations:\n"
+     "          summary: \"iocost vrate pinned at its QoS minimum",
+     "rate(aiinfra_io_isolation_slice_io_reads_total[10m]) + rate(aiinfra_io_isolation_slice_io_writes_total[10m])\n"
+     "          ) >= 0\n        for: 20m\n        labels:\n          severity: warning\n        annotations:\n"
+     "          summary: \"iocost vrate pinned at its QoS minimum"),
+    # "pinned" read as "once at the bound": host-e's excursion would not reset it
+    ("max_over_time(aiinfra_io_isolation_iocost_vrate_ratio[10m])", "min_over_time(aiinfra_io_isolation_iocost_vrate_ratio[10m])"),
+])
+def test_the_unit_tests_catch_a_changed_rule(tmp_path, old, new):
+    text = open(os.path.join(RULES, "alerts.yml")).read()
+    assert text.count(old) == 1
+    (tmp_path / "alerts.yml").write_text(text.replace(old, new))
+    shutil.copy(os.path.join(RULES, "alerts.test.yml"), str(tmp_path / "alerts.test.yml"))
+    proc = promtool("test", "rules", "alerts.test.yml", cwd=str(tmp_path))
+    assert proc.returncode != 0 and "FAILED" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
