@@ -26,16 +26,16 @@ EXPECTED = """\
 # TYPE aiinfra_io_isolation_slice_present gauge
 aiinfra_io_isolation_slice_present{slice="inference.slice"} 1
 aiinfra_io_isolation_slice_present{slice="training.slice"} 0
-# HELP aiinfra_io_isolation_slice_io_pressure_waiting_seconds_total Time at least one task of the slice waited for I/O (io.pressure some total).
+# HELP aiinfra_io_isolation_slice_io_pressure_waiting_seconds_total Time at least one task of the slice waited for I/O (io.pressure some).
 # TYPE aiinfra_io_isolation_slice_io_pressure_waiting_seconds_total counter
 aiinfra_io_isolation_slice_io_pressure_waiting_seconds_total{slice="inference.slice"} 0.048063
-# HELP aiinfra_io_isolation_slice_io_pressure_stalled_seconds_total Time all non-idle tasks of the slice waited for I/O at once (io.pressure full total).
+# HELP aiinfra_io_isolation_slice_io_pressure_stalled_seconds_total Time all non-idle tasks of the slice waited for I/O at once (io.pressure full).
 # TYPE aiinfra_io_isolation_slice_io_pressure_stalled_seconds_total counter
 aiinfra_io_isolation_slice_io_pressure_stalled_seconds_total{slice="inference.slice"} 0.048063
-# HELP aiinfra_io_isolation_slice_memory_pressure_waiting_seconds_total Time at least one task of the slice waited for memory (memory.pressure some total).
+# HELP aiinfra_io_isolation_slice_memory_pressure_waiting_seconds_total Time at least one task of the slice waited for memory (memory.pressure some).
 # TYPE aiinfra_io_isolation_slice_memory_pressure_waiting_seconds_total counter
 aiinfra_io_isolation_slice_memory_pressure_waiting_seconds_total{slice="inference.slice"} 1.5
-# HELP aiinfra_io_isolation_slice_memory_pressure_stalled_seconds_total Time all non-idle tasks of the slice waited for memory at once (memory.pressure full total).
+# HELP aiinfra_io_isolation_slice_memory_pressure_stalled_seconds_total Time all non-idle tasks of the slice waited for memory at once (memory.pressure full).
 # TYPE aiinfra_io_isolation_slice_memory_pressure_stalled_seconds_total counter
 aiinfra_io_isolation_slice_memory_pressure_stalled_seconds_total{slice="inference.slice"} 0.25
 # HELP aiinfra_io_isolation_slice_io_read_bytes_total Bytes the slice read from the disk (io.stat rbytes).
@@ -54,7 +54,7 @@ aiinfra_io_isolation_slice_io_reads_total{device="nvme0n1",majmin="259:0",slice=
 # TYPE aiinfra_io_isolation_slice_io_writes_total counter
 aiinfra_io_isolation_slice_io_writes_total{device="vda",majmin="254:0",slice="inference.slice"} 0
 aiinfra_io_isolation_slice_io_writes_total{device="nvme0n1",majmin="259:0",slice="inference.slice"} 0
-# HELP aiinfra_io_isolation_slice_iocost_usage_seconds_total Device time iocost charged to the slice on the disk (io.stat cost.usage, microseconds in the kernel).
+# HELP aiinfra_io_isolation_slice_iocost_usage_seconds_total Device time iocost charged to the slice on the disk (io.stat cost.usage).
 # TYPE aiinfra_io_isolation_slice_iocost_usage_seconds_total counter
 aiinfra_io_isolation_slice_iocost_usage_seconds_total{device="nvme0n1",majmin="259:0",slice="inference.slice"} 0.05008
 # HELP aiinfra_io_isolation_iocost_enabled 1 if iocost is enabled on the disk (io.cost.qos enable).
@@ -69,7 +69,7 @@ aiinfra_io_isolation_iocost_qos_vrate_min_ratio{device="nvme0n1",majmin="259:0"}
 # HELP aiinfra_io_isolation_iocost_qos_vrate_max_ratio The highest vrate iocost may use on the disk (io.cost.qos max, 1.0 = 100%).
 # TYPE aiinfra_io_isolation_iocost_qos_vrate_max_ratio gauge
 aiinfra_io_isolation_iocost_qos_vrate_max_ratio{device="nvme0n1",majmin="259:0"} 1.5
-# HELP aiinfra_io_isolation_iocost_vrate_ratio iocost's current base vrate on the disk (root io.stat cost.vrate, 1.0 = 100%): how far it scales the model.
+# HELP aiinfra_io_isolation_iocost_vrate_ratio iocost's current vrate on the disk (root io.stat cost.vrate, 1.0 = 100%).
 # TYPE aiinfra_io_isolation_iocost_vrate_ratio gauge
 aiinfra_io_isolation_iocost_vrate_ratio{device="nvme0n1",majmin="259:0"} 1.0
 # HELP aiinfra_io_isolation_config_drift 1 if the last verify.yml run found drift on the host, 0 if it found none.
