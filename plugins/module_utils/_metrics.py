@@ -219,7 +219,8 @@ def collect(fs, slices=SLICES, verify_file=VERIFY_FILE):
     c = Collector(fs)
     root = cgroup_root(fs)
     if root is not None:
-        for name in slices:
+        # a slice given twice would give duplicate series, which node_exporter refuses for the whole file
+        for name in dict.fromkeys(slices):
             c.slice(name, resolve(name, root=root))
         c.iocost(root)
     if verify_file:

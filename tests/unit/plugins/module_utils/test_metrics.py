@@ -40,7 +40,7 @@ def test_kernel_without_iocost_or_psi_gives_no_iocost_or_pressure_metric(tmp_pat
 
 
 def test_a_slice_not_present_gives_only_its_presence(tmp_path):
-    out = text(lab_host(tmp_path), slices=["training.slice", "ai-batch.slice"])
+    out = text(lab_host(tmp_path), slices=["training.slice", "ai-batch.slice", "training.slice"])
     assert [line for line in out.splitlines() if "slice=" in line] == [
         'aiinfra_io_isolation_slice_present{slice="training.slice"} 0',
         'aiinfra_io_isolation_slice_present{slice="ai-batch.slice"} 0']
