@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from metricshost import EXPECTED, lab_host
@@ -171,3 +172,20 @@ def test_record_verify_writes_in_check_mode_and_the_exporter_reads_drift(tmp_pat
 def test_record_verify_needs_the_drift(tmp_path):
     proc = run_role(tmp_path, "record_verify", {"io_metrics_verify_file": str(tmp_path / "v.json")}, check=True)
     assert proc.returncode != 0 and "io_metrics_verify_drift" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify_accepts_the_units(tmp_path):
+    """systemd's own parser, offline: an unknown or misspelt directive is reported (the bad copy shows it would be)."""
+    for ext in ("service", "timer"):
+        (tmp_path / ("aiinfra-io-metrics." + ext)).write_text(render_role_template("io-metrics.%s.j2" % ext))
+    bad = tmp_path / "bad" / "aiinfra-io-metrics.service"
+    bad.parent.mkdir()
+    bad.write_text((tmp_path / "aiinfra-io-metrics.service").read_text().replace("\nNice=10\n", "\nNicee=10\n"))
+
+    def verify(*paths):
+        proc = subprocess.run(["systemd-analyze", "verify"] + [str(p) for p in paths], capture_output=True, text=True,
+                              timeout=60, check=False)
+        return proc.returncode, (proc.stdout + proc.stderr).strip()
+    assert verify(tmp_path / "aiinfra-io-metrics.timer", tmp_path / "aiinfra-io-metrics.service") == (0, "")
+    assert "Unknown key" in verify(bad)[1]
