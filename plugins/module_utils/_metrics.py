@@ -300,7 +300,8 @@ def main(argv=None, out=None):
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(args.timeout)
     try:
-        text = render(collect(fs, args.slices, args.verify_file))
+        collector = collect(fs, args.slices, args.verify_file)
+        text = render(collector)
     except Timeout:
         sys.stderr.write("aiinfra-io-metrics: gave up after %d s; %s left as it was\n" % (args.timeout, OUTPUT_NAME))
         return 1
@@ -308,6 +309,9 @@ def main(argv=None, out=None):
         # the write below is local and short; an alarm inside it would leave its temp file behind
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+    # the journal says which file, the metric only how many
+    for problem in collector.problems:
+        sys.stderr.write("aiinfra-io-metrics: skipped %s\n" % problem)
     if args.stdout:
         out.write(text)
         return 0

@@ -73,6 +73,15 @@ def test_unparsable_or_unreadable_files_are_counted_and_skipped(tmp_path):
     assert "aiinfra_io_isolation_slice_io_pressure_waiting_seconds_total" in names
 
 
+def test_main_names_the_skipped_files_on_stderr(tmp_path, capsys):
+    h = lab_host(tmp_path)
+    h.write("/sys/fs/cgroup/inference.slice/io.stat", "garbage line\n")
+    assert m.main(["--root", h.root, "--stdout"]) == 0
+    captured = capsys.readouterr()
+    assert "aiinfra_io_isolation_exporter_errors 1" in captured.out
+    assert captured.err.startswith("aiinfra-io-metrics: skipped /sys/fs/cgroup/inference.slice/io.stat: ")
+
+
 def test_no_cgroup2_and_no_verify_result_gives_only_the_error_count(tmp_path):
     h = FakeHost(tmp_path)
     h.add_nvme(ctrl=0, majmin="259:0")
