@@ -204,3 +204,9 @@ def test_promtool_would_catch_a_bad_name(tmp_path):
     proc = subprocess.run([PROMTOOL, "check", "metrics"], input=bad, capture_output=True, text=True,
                           timeout=60, check=False)
     assert proc.returncode != 0 and "_total" in proc.stdout + proc.stderr
+
+
+def test_the_excerpt_in_the_guide_is_what_the_exporter_prints():
+    guide = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "observability.md")).read()
+    excerpt = guide.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert excerpt and not [line for line in excerpt if line not in EXPECTED.splitlines()]
