@@ -235,6 +235,8 @@ def summarize(counts, fs, cgroups, depth=1, devices=None, only=None):
         total = sum(buckets.values())
         row = {"cgroup": name, "disk": disk, "majmin": mm, "count": total,
                "share": round(float(total) / disk_totals[mm], 4),
+               # approximate: each I/O at its bucket's middle (a histogram's _sum)
+               "sum_us": round(sum(c * sum(bucket_range(i)) / 2.0 for i, c in buckets.items()), 1),
                "max_us": float(bucket_range(max(buckets))[1]), "histogram": log2_histogram(buckets)}
         for label, pct in PERCENTILES:
             row[label + "_us"] = percentile(buckets, pct)

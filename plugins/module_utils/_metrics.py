@@ -26,6 +26,7 @@ __metaclass__ = type
 
 import argparse
 import json
+import shutil
 import signal
 import sys
 
@@ -36,6 +37,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs impor
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import name_of
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError, KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _latency
 
 PREFIX = "aiinfra_io_isolation_"
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"      # Debian's prometheus-node-exporter default
@@ -43,13 +45,17 @@ OUTPUT_NAME = "aiinfra_io_isolation.prom"
 # Written by the io_metrics role's record_verify tasks after a verify.yml run (the drift check needs
 # the controller: the roles plan there), read here.
 VERIFY_FILE = "/var/lib/aiinfra-io_isolation/verify-result.json"
+# The latency histogram's running totals: each run adds its window, so the buckets are counters.
+LATENCY_STATE = "/var/lib/aiinfra-io_isolation/latency-state.json"
+# Fixed bucket bounds (a series keeps its le values): 1 us to 2**26 us (67 s), powers of two.
+LATENCY_LE_US = tuple(1 << k for k in range(27))
 SLICES = ("inference.slice", "training.slice")
 TIMEOUT_SECONDS = 20
 
 # The module_utils the exporter needs on the host: itself and what it imports, transitively
 # (a unit test checks this list against the imports). The role copies exactly these.
 INSTALLED = ("_capabilities.py", "_cgroup_knobs.py", "_cgroups.py", "_codecs.py", "_commands.py", "_devices.py",
-             "_kernelfs.py", "_metrics.py", "_reconcile.py")
+             "_kernelfs.py", "_latency.py", "_metrics.py", "_reconcile.py")
 
 USEC = 1000000.0
 
@@ -82,6 +88,8 @@ FAMILIES = (
     ("iocost_qos_vrate_min_ratio", "gauge", "The lowest vrate iocost may use on the disk (io.cost.qos min, 1.0 = 100%)."),
     ("iocost_qos_vrate_max_ratio", "gauge", "The highest vrate iocost may use on the disk (io.cost.qos max, 1.0 = 100%)."),
     ("iocost_vrate_ratio", "gauge", "iocost's current vrate on the disk (root io.stat cost.vrate, 1.0 = 100%)."),
+    ("slice_io_latency_seconds", "histogram",
+     "Latency of the slice's block I/O on the disk, from entering the block layer to completion (eBPF, sampled windows)."),
     ("config_drift", "gauge", "1 if the last verify.yml run found drift on the host, 0 if it found none."),
     ("config_drift_items", "gauge", "Number of settings the last verify.yml run found drifted."),
     ("config_verify_timestamp_seconds", "gauge", "When the last verify.yml result was recorded (Unix time)."),
@@ -128,8 +136,8 @@ class Collector:
         self.problems = []
         self._names = {}
 
-    def add(self, family, labels, value):
-        self.samples[family].append((labels, value))
+    def add(self, family, labels, value, suffix=""):
+        self.samples[family].append((labels, value, suffix))
 
     def read(self, path, codec=None, parse=None):
         """Parsed file, or None when it is absent (not an error) or unreadable/unparsable (counted)."""
@@ -190,6 +198,47 @@ class Collector:
             if isinstance(vrate, (int, float)):
                 self.add("iocost_vrate_ratio", self.disk(majmin), _ratio(vrate))
 
+    def latency(self, root, slices, seconds, state_path, bpftrace):
+        """Sample ``seconds`` of block I/O with io_latency's probe, add it to the running totals in
+        ``state_path`` and report the totals as one histogram per slice and disk."""
+        state = self.read(state_path, parse=json.loads) or {}
+        series = state.get("series", {}) if isinstance(state, dict) else {}
+        if not bpftrace:
+            self.problems.append("bpftrace is not installed: no latency histogram (Debian: apt install bpftrace)")
+        else:
+            try:
+                out, _err, _elapsed = _latency.sample(bpftrace, seconds)
+                counts, lost = _latency.parse(out)
+            except (_latency.LatencyError, ValueError) as e:
+                self.problems.append("latency probe: %s" % getattr(e, "msg", e))
+                counts, lost = {}, 0
+            if lost:
+                self.problems.append("latency probe lost %d events" % lost)
+            names = dict(("/" + name.strip("/"), name) for name in slices)
+            rows = _latency.summarize(counts, self.fs, _latency.Cgroups(root), depth=1, only=set(names))
+            for row in rows:
+                key = "%s|%s" % (names[row["cgroup"]], row["majmin"])
+                entry = series.setdefault(key, {"slice": names[row["cgroup"]], "majmin": row["majmin"],
+                                                "le": [0] * len(LATENCY_LE_US), "count": 0, "sum_us": 0.0})
+                for bucket in row["histogram"]:
+                    for i, le in enumerate(LATENCY_LE_US):
+                        if bucket["le_us"] <= le:
+                            entry["le"][i] += bucket["count"]
+                entry["count"] += row["count"]
+                entry["sum_us"] += row["sum_us"]
+            try:
+                self.fs.atomic_write(state_path, json.dumps({"series": series}, sort_keys=True), 0o644)
+            except KernelFileError as e:
+                self.problems.append(str(e))
+        for key in sorted(series):
+            entry = series[key]
+            labels = dict(self.disk(entry["majmin"]), slice=entry["slice"])
+            for i, le in enumerate(LATENCY_LE_US):
+                self.add("slice_io_latency_seconds", dict(labels, le=_number(le / USEC)), entry["le"][i], "_bucket")
+            self.add("slice_io_latency_seconds", dict(labels, le="+Inf"), entry["count"], "_bucket")
+            self.add("slice_io_latency_seconds", labels, entry["sum_us"] / USEC, "_sum")
+            self.add("slice_io_latency_seconds", labels, entry["count"], "_count")
+
     def verify(self, path):
         result = self.read(path, parse=parse_verify_result)
         if result is None:
@@ -214,8 +263,10 @@ def cgroup_root(fs):
     return cgroup_mode(parse_mounts(fs.read("/proc/mounts") or ""))[1]
 
 
-def collect(fs, slices=SLICES, verify_file=VERIFY_FILE):
-    """A :class:`Collector` filled from the host behind ``fs``."""
+def collect(fs, slices=SLICES, verify_file=VERIFY_FILE, latency_seconds=0, latency_state=LATENCY_STATE,
+            bpftrace=None):
+    """A :class:`Collector` filled from the host behind ``fs``; with ``latency_seconds`` also the
+    latency histogram (the probe runs that long)."""
     c = Collector(fs)
     root = cgroup_root(fs)
     if root is not None:
@@ -223,6 +274,8 @@ def collect(fs, slices=SLICES, verify_file=VERIFY_FILE):
         for name in dict.fromkeys(slices):
             c.slice(name, resolve(name, root=root))
         c.iocost(root)
+        if latency_seconds:
+            c.latency(fs.path(root), list(dict.fromkeys(slices)), latency_seconds, latency_state, bpftrace)
     if verify_file:
         c.verify(verify_file)
     c.add("exporter_errors", {}, len(c.problems))
@@ -250,9 +303,10 @@ def render(collector):
             continue
         lines.append("# HELP %s%s %s" % (PREFIX, name, text))
         lines.append("# TYPE %s%s %s" % (PREFIX, name, kind))
-        for labels, value in samples:
+        for labels, value, suffix in samples:
             label_text = ",".join('%s="%s"' % (k, _escape(labels[k])) for k in sorted(labels))
-            lines.append("%s%s%s %s" % (PREFIX, name, "{%s}" % label_text if label_text else "", _number(value)))
+            lines.append("%s%s%s%s %s" % (PREFIX, name, suffix, "{%s}" % label_text if label_text else "",
+                                          _number(value)))
     return "\n".join(lines) + "\n"
 
 
@@ -276,7 +330,11 @@ def parse_args(argv):
     p.add_argument("--slice", action="append", dest="slices", metavar="NAME",
                    help="a slice (or cgroup path) to report; repeat it; default: %s" % " ".join(SLICES))
     p.add_argument("--verify-file", default=VERIFY_FILE, help="the last verify.yml result ('' for none)")
-    p.add_argument("--timeout", type=int, default=TIMEOUT_SECONDS, help="give up (writing nothing) after this many seconds")
+    p.add_argument("--timeout", type=int, default=TIMEOUT_SECONDS,
+                   help="give up (writing nothing) after this many seconds, besides the latency window and its start-up")
+    p.add_argument("--latency-seconds", type=int, default=0,
+                   help="sample block I/O latency per slice with bpftrace for this long each run (0: no histogram)")
+    p.add_argument("--latency-state", default=LATENCY_STATE, help="the latency histogram's running totals")
     p.add_argument("--stdout", action="store_true", help="print the metrics instead of writing the file")
     p.add_argument("--root", default="/", help=argparse.SUPPRESS)   # tests: a fake host tree
     args = p.parse_args(argv)
@@ -288,6 +346,8 @@ def parse_args(argv):
             p.error(str(e))
     if args.timeout < 1:
         p.error("--timeout must be at least 1 second")
+    if not 0 <= args.latency_seconds <= _latency.MAX_SECONDS:
+        p.error("--latency-seconds must be 0 to %d" % _latency.MAX_SECONDS)
     return args
 
 
@@ -298,12 +358,14 @@ def main(argv=None, out=None):
     fs = KernelFS(args.root)
     # Bounded: a hung read (a dying device's sysfs file) must not pile up runs behind the timer.
     previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.alarm(args.timeout)
+    budget = args.timeout + (args.latency_seconds + int(_latency.STARTUP_GRACE) if args.latency_seconds else 0)
+    signal.alarm(budget)
     try:
-        collector = collect(fs, args.slices, args.verify_file)
+        collector = collect(fs, args.slices, args.verify_file, args.latency_seconds, args.latency_state,
+                            shutil.which("bpftrace") if args.latency_seconds else None)
         text = render(collector)
     except Timeout:
-        sys.stderr.write("aiinfra-io-metrics: gave up after %d s; %s left as it was\n" % (args.timeout, OUTPUT_NAME))
+        sys.stderr.write("aiinfra-io-metrics: gave up after %d s; %s left as it was\n" % (budget, OUTPUT_NAME))
         return 1
     finally:
         # the write below is local and short; an alarm inside it would leave its temp file behind

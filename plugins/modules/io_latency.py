@@ -113,6 +113,9 @@ latency:
     p50_us:
       description: Median latency, microseconds; also C(p90_us), C(p99_us), C(p999_us).
       type: float
+    sum_us:
+      description: The I/Os' latencies added up, each taken at its bucket's middle (approximate, as a histogram's sum).
+      type: float
     max_us:
       description: The upper bound of the highest bucket that holds an I/O.
       type: float

@@ -22,7 +22,7 @@ def promtool(*args, cwd=RULES):
 
 def test_rules_are_valid():
     proc = promtool("check", "rules", "alerts.yml")
-    assert proc.returncode == 0 and "SUCCESS: 7 rules found" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "SUCCESS: 8 rules found" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_rule_unit_tests_pass():
@@ -40,6 +40,10 @@ def test_rule_unit_tests_pass():
      "rate(aiinfra_io_isolation_slice_io_reads_total[10m]) + rate(aiinfra_io_isolation_slice_io_writes_total[10m])\n"
      "          ) >= 0\n        for: 20m\n        labels:\n          severity: warning\n        annotations:\n"
      "          summary: \"iocost vrate pinned at its QoS minimum"),
+    # the latency objective raised above host-a's p99, or the slice selector dropped (training's I/O counted)
+    ("[10m]))) > 0.002", "[10m]))) > 0.005"),
+    ('(rate(aiinfra_io_isolation_slice_io_latency_seconds_bucket{slice="inference.slice"}[10m]))',
+     '(rate(aiinfra_io_isolation_slice_io_latency_seconds_bucket[10m]))'),
     # "pinned" read as "once at the bound": host-e's excursion would not reset it
     ("max_over_time(aiinfra_io_isolation_iocost_vrate_ratio[10m])", "min_over_time(aiinfra_io_isolation_iocost_vrate_ratio[10m])"),
 ])
@@ -50,3 +54,32 @@ def test_the_unit_tests_catch_a_changed_rule(tmp_path, old, new):
     shutil.copy(os.path.join(RULES, "alerts.test.yml"), str(tmp_path / "alerts.test.yml"))
     proc = promtool("test", "rules", "alerts.test.yml", cwd=str(tmp_path))
     assert proc.returncode != 0 and "FAILED" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def _dashboard_exprs():
+    import json
+    with open(os.path.join(RULES, "grafana-dashboard.json")) as handle:
+        dash = json.load(handle)
+    return [t["expr"] for p in dash["panels"] for t in p["targets"]]
+
+
+def test_the_dashboard_queries_only_metrics_the_exporter_writes():
+    import re
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics
+    known = set()
+    for name, kind, _help in _metrics.FAMILIES:
+        known.update([_metrics.PREFIX + name] if kind != "histogram" else
+                     [_metrics.PREFIX + name + s for s in ("_bucket", "_sum", "_count")])
+    used = set(re.findall(r"aiinfra_io_isolation_[a-z_]+", " ".join(_dashboard_exprs())))
+    assert used and used <= known, used - known
+
+
+def test_promtool_parses_every_dashboard_query(tmp_path):
+    # Grafana's variables as a query would get them; each expression as a recording rule
+    rules = ["groups:", "  - name: dashboard", "    rules:"]
+    for i, expr in enumerate(_dashboard_exprs()):
+        expr = expr.replace("$__rate_interval", "5m").replace("$instance", ".*")
+        rules += ["      - record: dashboard_query_%d" % i, "        expr: '%s'" % expr.replace("'", "''")]
+    (tmp_path / "dashboard.yml").write_text("\n".join(rules) + "\n")
+    proc = promtool("check", "rules", "dashboard.yml", cwd=str(tmp_path))
+    assert proc.returncode == 0 and "SUCCESS" in proc.stdout, proc.stdout + proc.stderr

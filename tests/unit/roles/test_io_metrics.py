@@ -56,6 +56,7 @@ def test_role_defaults_match_the_exporter_defaults():
     defaults = yaml.safe_load(open(os.path.join(ROLE, "defaults", "main.yml")))
     assert defaults["io_metrics_textfile_dir"] == m.TEXTFILE_DIR
     assert defaults["io_metrics_verify_file"] == m.VERIFY_FILE
+    assert defaults["io_metrics_latency_state"] == m.LATENCY_STATE
     assert defaults["io_metrics_slices"] == list(m.SLICES)
     assert yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml")))["__io_metrics_output"] == m.OUTPUT_NAME
 
@@ -66,6 +67,7 @@ def render_role_template(name, **overrides):
     values.update(yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml"))))
     values.update(overrides)
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["dirname"] = os.path.dirname     # ansible's filter, as the template module has it
     # role vars refer to each other (the package dir is below the lib dir)
     for key in ("__io_metrics_package_dir",):
         values[key] = env.from_string(values[key]).render(values)
@@ -102,6 +104,18 @@ def test_the_service_runs_the_exporter_with_arguments_it_accepts():
     assert "ReadWritePaths=%s" % m.TEXTFILE_DIR in unit.splitlines()
     timer = render_role_template("io-metrics.timer.j2", io_metrics_interval_seconds=15)
     assert "OnUnitActiveSec=15s" in timer.splitlines()
+
+
+def test_with_latency_the_service_runs_the_probe_and_may_keep_its_totals():
+    import shlex
+    unit = render_role_template("io-metrics.service.j2", io_metrics_latency_seconds=5).splitlines()
+    exec_start = [line for line in unit if line.startswith("ExecStart=")][0]
+    args = m.parse_args(shlex.split(exec_start[len("ExecStart="):])[3:])
+    assert (args.latency_seconds, args.latency_state) == (5, m.LATENCY_STATE)
+    assert "ReadWritePaths=%s %s" % (m.TEXTFILE_DIR, os.path.dirname(m.LATENCY_STATE)) in unit
+    assert "TimeoutStartSec=95" in unit           # 20 + 10, and the 5 s window with 60 s for the probe's start
+    off = render_role_template("io-metrics.service.j2").splitlines()
+    assert "--latency" not in " ".join(off) and "TimeoutStartSec=30" in off
 
 
 # -- the role on localhost: check mode, and the verify result ------------------------------------

@@ -4,9 +4,11 @@
 kernel text captured in the lab (tests/observed/debian12-6.1.txt), nothing made up for what a host lacks, the atomic
 write and the bounded run (what the role installs: tests/unit/roles/test_io_metrics.py)."""
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from fakehost import FakeHost
 from metricshost import EXPECTED, VERIFY, lab_host
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _latency
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics as m
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 
@@ -210,3 +213,58 @@ def test_the_excerpt_in_the_guide_is_what_the_exporter_prints():
     guide = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "observability.md")).read()
     excerpt = guide.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
     assert excerpt and not [line for line in excerpt if line not in EXPECTED.splitlines()]
+
+
+# -- latency histogram (io_latency's probe) -------------------------------------------------------
+
+def _probe(tmp_path, h, counts):
+    """A stand-in bpftrace that prints one window of counts: {(slice, bucket us): n} on the NVMe disk."""
+    ino = dict((name, os.stat(h.path("/sys/fs/cgroup/" + name)).st_ino) for name, _us in counts)
+    lines = {"@lat": dict(("%d,%d,%d" % (ino[name], (259 << 20) | 0, _latency.bucket_of(us)), n)
+                          for (name, us), n in counts.items())}
+    tool = tmp_path / "bpftrace"
+    tool.write_text("#!%s\nimport sys\nsys.stdout.write(%r)\n" % (sys.executable, json.dumps({"type": "map", "data": lines}) + "\n"))
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def _series(output, slice_name):
+    prefix = "aiinfra_io_isolation_slice_io_latency_seconds"
+    return [line for line in output.splitlines() if line.startswith(prefix) and 'slice="%s"' % slice_name in line]
+
+
+def test_latency_histogram_accumulates_windows_as_counters(tmp_path):
+    h = lab_host(tmp_path)
+    h.add_cgroup("training.slice", {})
+    state = str(tmp_path / "latency-state.json")
+    fs = KernelFS(h.root)
+    first = _probe(tmp_path, h, {("inference.slice", 100): 3, ("training.slice", 5000): 2})
+    m.collect(fs, latency_seconds=1, latency_state=state, bpftrace=first)
+    out = m.render(m.collect(fs, latency_seconds=1, latency_state=state,
+                             bpftrace=_probe(tmp_path, h, {("inference.slice", 100): 4})))
+    inf = _series(out, "inference.slice")
+    assert 'aiinfra_io_isolation_slice_io_latency_seconds_bucket{device="nvme0n1",le="6.4e-05",majmin="259:0",slice="inference.slice"} 0' in inf
+    assert 'aiinfra_io_isolation_slice_io_latency_seconds_bucket{device="nvme0n1",le="0.000128",majmin="259:0",slice="inference.slice"} 7' in inf
+    assert 'aiinfra_io_isolation_slice_io_latency_seconds_bucket{device="nvme0n1",le="+Inf",majmin="259:0",slice="inference.slice"} 7' in inf
+    assert 'aiinfra_io_isolation_slice_io_latency_seconds_count{device="nvme0n1",majmin="259:0",slice="inference.slice"} 7' in inf
+    assert any(line.startswith("aiinfra_io_isolation_slice_io_latency_seconds_sum{") and line.endswith(" 0.0007")
+               for line in inf), inf
+    trn = _series(out, "training.slice")     # no I/O in the second window: its totals stay
+    assert 'aiinfra_io_isolation_slice_io_latency_seconds_count{device="nvme0n1",majmin="259:0",slice="training.slice"} 2' in trn
+    assert "# TYPE aiinfra_io_isolation_slice_io_latency_seconds histogram" in out
+
+
+def test_latency_without_bpftrace_is_a_counted_problem(tmp_path):
+    h = lab_host(tmp_path)
+    c = m.collect(KernelFS(h.root), latency_seconds=1, latency_state=str(tmp_path / "s.json"), bpftrace=None)
+    assert any("bpftrace is not installed" in p for p in c.problems)
+    assert "slice_io_latency_seconds" not in m.render(c)
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus')")
+def test_promtool_accepts_the_latency_histogram(tmp_path):
+    h = lab_host(tmp_path)
+    out = m.render(m.collect(KernelFS(h.root), latency_seconds=1, latency_state=str(tmp_path / "s.json"),
+                             bpftrace=_probe(tmp_path, h, {("inference.slice", 100): 3})))
+    proc = subprocess.run([PROMTOOL, "check", "metrics"], input=out, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and not proc.stdout.strip() and not proc.stderr.strip(), proc.stdout + proc.stderr
