@@ -19,7 +19,7 @@ description:
   - Each I/O (bio) is attributed to the cgroup the block layer charged it to (its C(blkcg), through the bio's C(blkg)),
     read at completion - not to the task that happens to run when the I/O completes, which is usually an interrupt
     or another task. Writeback is charged to the cgroup that dirtied the pages, as C(io.max) and iocost charge it.
-  - Latency runs from the bio's entry into the block layer (C(submit_bio_noacct)) to its completion (C(bio_endio)):
+  - Latency runs from the bio's entry into the block layer (C(submit_bio_noacct)) to its completion (C(bio_endio)) -
     the wait in C(io.max) throttling and iocost is part of it, as it is part of what the application sees.
   - The histogram is counted in the kernel with 8 buckets per power of two (exact below 16 microseconds); a
     percentile lies within its bucket, 12.5% wide, and is interpolated there.
