@@ -172,14 +172,15 @@ def log2_histogram(buckets):
 
 
 class Cgroups:
-    """cgroup v2 ids (the directory's inode number) to paths below the root."""
+    """cgroup v2 ids (the directory's inode number) to paths below the root. Scan before the window
+    too: a cgroup removed before the window ends (a job that finished) keeps its name."""
 
     def __init__(self, root=CGROUP_ROOT):
         self.root = root
         self.paths = None
 
     def scan(self):
-        paths = {}
+        paths = dict(self.paths or {})
         for directory, _dirs, _files in os.walk(self.root):
             try:
                 ino = os.stat(directory).st_ino
@@ -304,9 +305,11 @@ def run(params, fs, runner, popen=subprocess.Popen, cgroups=None, resolve=None):
         raise LatencyError("; ".join(problems), errors=problems)
     bpftrace = runner.which("bpftrace")
     _rc, version, _err = runner.run([bpftrace, "--version"])
+    cgroups = cgroups or Cgroups()
+    cgroups.scan()
     out, _err, elapsed = sample(bpftrace, seconds, popen=popen)
     counts, lost = parse(out)
-    rows = summarize(counts, fs, cgroups or Cgroups(), depth=depth, devices=devices,
+    rows = summarize(counts, fs, cgroups, depth=depth, devices=devices,
                      only=set(params.get("cgroups") or []) or None)
     result = {"changed": False, "seconds": seconds, "elapsed": elapsed, "latency": rows,
               "bpftrace": version.strip(), "lost_events": lost, "warnings": []}

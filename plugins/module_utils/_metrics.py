@@ -206,6 +206,8 @@ class Collector:
         if not bpftrace:
             self.problems.append("bpftrace is not installed: no latency histogram (Debian: apt install bpftrace)")
         else:
+            cgroups = _latency.Cgroups(root)
+            cgroups.scan()      # before the window: a cgroup gone by its end keeps its name
             try:
                 out, _err, _elapsed = _latency.sample(bpftrace, seconds)
                 counts, lost = _latency.parse(out)
@@ -215,7 +217,7 @@ class Collector:
             if lost:
                 self.problems.append("latency probe lost %d events" % lost)
             names = dict(("/" + name.strip("/"), name) for name in slices)
-            rows = _latency.summarize(counts, self.fs, _latency.Cgroups(root), depth=1, only=set(names))
+            rows = _latency.summarize(counts, self.fs, cgroups, depth=1, only=set(names))
             for row in rows:
                 key = "%s|%s" % (names[row["cgroup"]], row["majmin"])
                 entry = series.setdefault(key, {"slice": names[row["cgroup"]], "majmin": row["majmin"],

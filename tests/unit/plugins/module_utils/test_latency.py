@@ -183,3 +183,15 @@ def test_run_reports_a_missing_tool_before_anything_runs(monkeypatch):
     monkeypatch.setattr(lat.os, "geteuid", lambda: 0)
     with pytest.raises(lat.LatencyError, match="bpftrace is not installed"):
         lat.run({"seconds": 5, "depth": 1, "devices": [], "cgroups": []}, None, FakeRunner(None))
+
+
+def test_a_cgroup_removed_during_the_window_keeps_the_name_scanned_before(host):
+    groups = lat.Cgroups(host.path("/sys/fs/cgroup"))
+    host.mkdir("/sys/fs/cgroup/training.slice/job.service")
+    cg = cgid(host, "training.slice/job.service")
+    groups.scan()                                    # at the window's start
+    host.mkdir("/sys/fs/cgroup/inference.slice/late.service")    # made during the window: found by a rescan
+    os.rmdir(host.path("/sys/fs/cgroup/training.slice/job.service"))   # (kernfs never reuses an id; a tmp dir may)
+    assert groups.name(cgid(host, "inference.slice/late.service"), 0) == "/inference.slice/late.service"
+    assert groups.name(cg, 0) == "/training.slice/job.service"     # the rescan kept what the first scan saw
+    assert groups.name(cg, 1) == "/training.slice"
