@@ -106,8 +106,9 @@ lab-kernel:
 
 # Molecule scenarios on real kernels, one make stage each (lab-test-<scenario>): calibration
 # (Debian 13), colocated (both guests at once), debian12 (6.1) and debian13 (6.12) at once
-# (scenario "guests"), custom-kernel (the lab's 6.1 with io.latency and io.prio.class).
-LAB_SCENARIOS := calibration colocated guests custom-kernel
+# (scenario "guests"), custom-kernel (the lab's 6.1 with io.latency and io.prio.class), observability
+# (io_latency, the latency objective and the metrics on both guests; in make lab-test, not in make test).
+LAB_SCENARIOS := calibration colocated guests custom-kernel observability
 LAB_STAGES := $(addprefix lab-test-,$(LAB_SCENARIOS))
 lab-test: lab-images
 	bash tests/run-stages.sh $(LAB_STAGES)
