@@ -70,7 +70,7 @@ kprobe:bio_endio
   @lat[$bio->bi_blkg->blkcg->css.cgroup->kn->id, $bio->bi_bdev->bd_dev, $e * 8 + $v] = count();
 }
 
-interval:s:%(seconds)d
+%(warmup)sinterval:s:%(seconds)d
 {
   exit();
 }
@@ -86,8 +86,24 @@ class LatencyError(ModuleError):
     pass
 
 
-def program(seconds):
-    return PROGRAM % {"seconds": seconds}
+# A warm-up forgets what completed before it: the window then counts the same seconds as a fio job with
+# --ramp_time (the isolation benchmark), from the probe's attach.
+# (an interval probe fires every period: the flag makes it fire once)
+WARMUP = """interval:s:%d
+/@warmed == 0/
+{
+  clear(@lat);
+  @warmed = 1;
+}
+
+"""
+
+
+def program(seconds, warmup=0):
+    """The bpftrace program: a window of ``seconds`` after attaching, the first ``warmup`` of them forgotten."""
+    if not 0 <= warmup < seconds:
+        raise ValueError("warmup=%s: 0 or more, below the window (%s s)" % (warmup, seconds))
+    return PROGRAM % {"seconds": seconds, "warmup": WARMUP % warmup if warmup else ""}
 
 
 def bucket_range(index):

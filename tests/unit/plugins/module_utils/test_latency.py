@@ -39,6 +39,17 @@ def test_program_ends_itself_after_the_window():
     assert "bpf_get_current_cgroup_id" not in text and "cgroup" not in text.split("kprobe:bio_endio")[0]
 
 
+def test_a_warmup_forgets_its_seconds_once():
+    assert "clear(@lat)" not in lat.program(17)
+    text = lat.program(17, warmup=2)
+    warm = text.split("interval:s:2")[1].split("}")[0]
+    assert "/@warmed == 0/" in warm and "clear(@lat);" in warm and "@warmed = 1;" in warm
+    assert "interval:s:17" in text
+    for bad in (-1, 17, 30):
+        with pytest.raises(ValueError, match="below the window"):
+            lat.program(17, warmup=bad)
+
+
 def ndjson(counts, lost=0, key=lambda k: "%d,%d,%d" % k):
     lines = [json.dumps({"type": "attached_probes", "data": {"probes": 3}})]
     if lost:
