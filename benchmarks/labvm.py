@@ -5,6 +5,7 @@ ansible-playbook from this virtualenv against the collection in this checkout.""
 
 import base64
 import contextlib
+import importlib
 import importlib.util
 import json
 import os
@@ -12,6 +13,8 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# make's symlink tree (make tree; tests/unit/conftest.py makes the same): this checkout as aiinfra.io_isolation.
+COLLECTIONS = os.path.join(REPO, ".cache", "collections")
 LAB = [sys.executable if sys.version_info >= (3, 11) else "python3", os.path.join(REPO, "tests", "lab", "lab.py")]
 
 
@@ -96,8 +99,7 @@ def write_inventory(name, path):
 def ansible_playbook(inventories, playbook, extra_vars):
     """ansible-playbook argv and environment: this virtualenv's, with this checkout as the collection."""
     env = dict(os.environ, ANSIBLE_NOCOLOR="1")
-    coll = os.path.join(REPO, ".cache", "collections")
-    env["ANSIBLE_COLLECTIONS_PATH"] = coll + os.pathsep + env.get("ANSIBLE_COLLECTIONS_PATH", "")
+    env["ANSIBLE_COLLECTIONS_PATH"] = COLLECTIONS + os.pathsep + env.get("ANSIBLE_COLLECTIONS_PATH", "")
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook")]
     for inv in inventories:
         argv += ["-i", inv]
@@ -105,3 +107,10 @@ def ansible_playbook(inventories, playbook, extra_vars):
     for extra in extra_vars:
         argv += ["-e", extra]
     return argv, env
+
+
+def module_utils(name):
+    """The collection's module_utils `name` from this checkout, imported as the modules import it."""
+    if COLLECTIONS not in sys.path:
+        sys.path.insert(0, COLLECTIONS)
+    return importlib.import_module("ansible_collections.aiinfra.io_isolation.plugins.module_utils." + name)

@@ -26,6 +26,10 @@ SWEEP written in turn: the trade-off plots (antagonist share against reader p99 
 recorded run on the unthrottled disk (--unthrottled-reference) is the report's last table: what
 TCG alone shows.
 
+With --probe (the default) every cell also records the block layer's latency per slice, from
+submit_bio to bio_endio, with the collection's eBPF probe (io_latency's bpftrace program, run by
+guest.py around the jobs; the sweep runs without it): count, percentiles and histogram beside fio's.
+
 Writes results.json, results.md, report.html and the plots under --out (report.py).
 
   .venv/bin/python benchmarks/isolation/bench.py              (or: make bench-isolation)
@@ -43,8 +47,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import report  # noqa: E402  pylint: disable=wrong-import-position
-from labvm import (LAB, accel, add_vm_args, ansible_playbook, disk_capacity, guest_script, sh, vm,  # noqa: E402  pylint: disable=wrong-import-position
+from labvm import (LAB, accel, add_vm_args, ansible_playbook, disk_capacity, guest_script, module_utils, sh, vm,  # noqa: E402  pylint: disable=wrong-import-position
                    write_inventory)
+
+# The probe's program, parsing and percentiles: io_latency's, not a copy.
+latency = module_utils("_latency")
 
 CONFIGS = ("none", "roles", "roles_calibrated", "iocost_default")
 LABELS = {"none": "no isolation", "iocost_default": "iocost, kernel model, weights 1000:100",
@@ -63,6 +70,12 @@ UNTHROTTLED = os.path.join(HERE, "results", "2026-12-01-debian12-tcg-final-resul
 SWEEP = ({"rlat": 500}, {"rlat": 1000}, {"rlat": 5000}, {"min": 1}, {"max": 100}, {"max": 150},
          {"rlat": 1000, "max": 100}, {"min": 1, "max": 100})
 ROLE_DEFAULTS = os.path.join(REPO, "roles", "io_baseline", "defaults", "main.yml")
+SLICES = (report.READER_SLICE, report.ANTAGONIST_SLICE)
+# The probe's window runs this long past fio's ramp + runtime: the jobs start after the probe attached
+# (systemd-run, fio's start-up), so fio measures that much later.
+PROBE_MARGIN = 2
+# How far the probe's count of the reader's I/Os may be from fio's (placeholder, measured below).
+PROBE_TOLERANCE = 0.25
 
 
 class Lab:
@@ -184,6 +197,53 @@ def cells_for(config, first, readers, antagonists):
     return cells
 
 
+def probe_spec(seconds, ramp):
+    """The cell spec's probe: a window over fio's ramp (forgotten, as fio's --ramp_time) and its runtime."""
+    window = ramp + seconds + PROBE_MARGIN
+    return {"program": latency.program(window, warmup=ramp), "window": window}
+
+
+def probe_figures(raw, version):
+    """guest.py's probe output -> per slice {count, p50_us, p99_us, p999_us, histogram} on the benchmark's
+    disk; "other": that disk's I/O charged outside both slices (the root when a slice has no io controller)."""
+    counts, lost = latency.parse(raw["output"])
+    per, other = dict((s, {}) for s in SLICES), 0
+    for (cgid, dev, bucket), count in counts.items():
+        if latency.majmin(dev) != raw["majmin"]:
+            continue
+        slice_ = raw["cgroups"].get(str(cgid))
+        if slice_ not in per:
+            other += count
+            continue
+        per[slice_][bucket] = per[slice_].get(bucket, 0) + count
+    out = {"other": other, "lost": lost, "bpftrace": version,
+           "attach_s": raw.get("attach_s"), "jobs_started_s": raw.get("jobs_started_s")}
+    for slice_, buckets in per.items():
+        out[slice_] = {"count": sum(buckets.values()), "p50_us": latency.percentile(buckets, 50.0),
+                       "p99_us": latency.percentile(buckets, 99.0), "p999_us": latency.percentile(buckets, 99.9),
+                       "histogram": latency.log2_histogram(buckets)}
+    return out
+
+
+def probe_line(run):
+    """One line per cell: the probe's figures per slice beside fio's for the job in that slice."""
+    parts = []
+    for role, slice_ in (("reader", report.READER_SLICE), ("antagonist", report.ANTAGONIST_SLICE)):
+        pr, st = run["probe"][slice_], run.get(role + "_stats") or {}
+        clat = st.get("clat_ns") or {}
+        parts.append("%s (%s): probe %d I/Os p50 %s p99 %s; fio %s I/Os p50 %s p99 %s" % (
+            slice_, run.get(role) or "idle", pr["count"], report.fmt_latency(_ns(pr["p50_us"])),
+            report.fmt_latency(_ns(pr["p99_us"])), st.get("ios", "-"), report.fmt_latency(clat.get("p50")),
+            report.fmt_latency(clat.get("p99"))))
+    return "probe %s vs %s: %s; attached in %s s, jobs started %s s later" % (
+        run.get("reader"), run.get("antagonist"), " | ".join(parts), run["probe"]["attach_s"],
+        run["probe"]["jobs_started_s"])
+
+
+def _ns(us):
+    return None if us is None else us * 1000
+
+
 def smoke_check(results):
     """The smoke run in `make test`: the pieces work end to end (not a performance test)."""
     problems = []
@@ -198,6 +258,8 @@ def smoke_check(results):
                 problems.append("no io.pressure for inference.slice")
             if not run.get("vrate"):
                 problems.append("no cost.vrate sampled while iocost was on")
+        if results["meta"].get("probe"):
+            problems += _probe_problems(run, results["meta"])
     cap = results.get("meta", {}).get("disk_capacity")
     if not cap:
         problems.append("the disk was not device-bound (no capacity recorded for %s)" % DEVICE)
@@ -215,6 +277,26 @@ def smoke_check(results):
         if weight not in (st[slice_].get("io.weight") or ""):
             problems.append("%s io.weight is %r" % (slice_, st[slice_].get("io.weight")))
     return problems
+
+
+def _probe_problems(run, meta):
+    """The probe saw the reader's I/O in its slice, about as many as fio counted (PROBE_TOLERANCE)."""
+    probe = run.get("probe")
+    if not probe:
+        return ["%s vs %s: no probe figures" % (run.get("reader"), run.get("antagonist"))]
+    if not run.get("reader"):
+        return []
+    count = probe[report.READER_SLICE]["count"]
+    ios = (run.get("reader_stats") or {}).get("ios")
+    if not count:
+        return ["the probe saw no I/O in %s while %s ran" % (report.READER_SLICE, run["reader"])]
+    if ios:
+        # the probe also counts fio's ramp between its warm-up's end and fio's (the jobs' late start)
+        expected = ios * (1 + (probe.get("jobs_started_s") or 0) / float(meta["seconds"]))
+        if abs(count - expected) > PROBE_TOLERANCE * expected:
+            return ["the probe counted %d I/Os in %s, fio %d (%.0f expected with the jobs' late start): more than "
+                    "%.0f%% apart" % (count, report.READER_SLICE, ios, expected, 100 * PROBE_TOLERANCE)]
+    return []
 
 
 def sweep(lab, a, db, readers, antagonists, results):
@@ -248,6 +330,8 @@ def main():
     ap.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True,
                     help="afterwards, every pair under the calibrated model with each QoS of SWEEP (trade-off plots; "
                          "needs the roles_calibrated configuration)")
+    ap.add_argument("--probe", action=argparse.BooleanOptionalAction, default=True,
+                    help="record the block layer's latency per slice with the collection's eBPF probe in every cell")
     ap.add_argument("--sweep-seconds", type=int, default=6, help="measured seconds per fio run in the sweep")
     ap.add_argument("--unthrottled-reference", default=UNTHROTTLED,
                     help="results.json of a run on the unthrottled disk, shown as the last table (or none)")
@@ -269,7 +353,7 @@ def main():
     lab = Lab(a.name, a.out)
     t_start = time.time()
     results = {"meta": {"guest": a.guest, "seconds": a.seconds, "ramp": a.ramp, "repeats": a.repeats,
-                        "device": DEVICE, "roles_vars": a.roles_vars,
+                        "device": DEVICE, "roles_vars": a.roles_vars, "probe": a.probe,
                         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                "configs": configs, "config_labels": LABELS, "readers": readers, "antagonists": antagonists,
                "runs": [], "settings": {}, "timings": {"apply": {}, "cells": {}}}
@@ -294,6 +378,8 @@ def main():
                 fresh = False
                 spec = {"serial": DEVICE, "mount": MOUNT, "seconds": a.seconds, "ramp": a.ramp,
                         "cells": cells_for(config, i == 0, readers, antagonists)}
+                if a.probe:
+                    spec["probe"] = probe_spec(a.seconds, a.ramp)
                 t0 = time.time()
                 got = lab.guest("cells", spec)
                 results["timings"]["apply"].setdefault(config, []).append(took)
@@ -302,9 +388,13 @@ def main():
                 results["meta"].update(kernel=got["kernel"], fio=got["fio"])
                 for c in got["cells"]:
                     c.update(config=config, repeat=rep)
+                    if "probe_raw" in c:
+                        c["probe"] = probe_figures(c.pop("probe_raw"), got.get("bpftrace"))
                     results["runs"].append(c)
                     if a.verbose or a.smoke:
                         print(json.dumps(c)[:400], flush=True)
+                        if c.get("probe"):
+                            print(probe_line(c), flush=True)
                 print("repeat %d %s: applied in %s s, %d runs in %.0f s" % (
                     rep, config, took, len(got["cells"]), time.time() - t0), flush=True)
         if a.sweep and "roles_calibrated" in configs:
@@ -322,7 +412,8 @@ def main():
         problems = smoke_check(results)
         if problems:
             raise SystemExit("smoke run failed:\n  " + "\n  ".join(problems))
-        print("smoke run: every job produced figures; the roles' settings were in force")
+        print("smoke run: every job produced figures%s; the roles' settings were in force"
+              % (" and the probe agreed with fio's I/O count within %.0f%%" % (100 * PROBE_TOLERANCE) if a.probe else ""))
 
 
 if __name__ == "__main__":

@@ -12,13 +12,20 @@
            both end; prints one JSON line with every cell's fio figures, the slices' io.pressure
            and io.stat (bytes and I/Os charged to each slice) over the cell, the threads of each
            job's unit, iocost's cost.vrate sampled twice a second, and the settings in force.
+           With "probe" (a bpftrace program, bench.py's, from the collection's io_latency) each
+           cell first starts bpftrace and waits for its probes to attach, then the jobs; the cell
+           gets the program's JSON output, the cgroup ids below both slices and the disk's MAJ:MIN
+           (bench.py sums the histogram per slice).
 
 Standard library only; fio with JSON output; no shell.
 """
 
 import base64
+import ctypes
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +33,10 @@ import time
 ENV = dict(os.environ, LANG="C", LC_ALL="C")
 SLICES = {"reader": "inference.slice", "antagonist": "training.slice"}
 RUN = "/run/aiinfra-bench"
+# bpftrace compiles its program before it attaches: seconds under emulation, more on a busy guest.
+ATTACH_TIMEOUT = 60
+# After the window the program prints its maps and exits; this long past the window it is stopped.
+PROBE_GRACE = 30
 
 # fio job per profile: (file, argv). Readers read the reader file; the shuffle reads the checkpoint
 # file, the checkpoint writers write theirs, so no two jobs share blocks. The QD1 readers use psync:
@@ -205,13 +216,91 @@ def start(role, profile, spec, index):
     return unit + ".service", out
 
 
+def _die_with_parent():
+    # bpftrace must not outlive this script (an ssh session that drops): PR_SET_PDEATHSIG(SIGTERM)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+class Probe:
+    """bpftrace running the benchmark's program for one cell, its output in files under RUN (read
+    without pipes: nothing can block on a full one). Always ended by close()."""
+
+    def __init__(self, program, index):
+        bpftrace = shutil.which("bpftrace")
+        if not bpftrace:
+            raise SystemExit("bpftrace is not installed in the guest (bench.py --no-probe runs without it)")
+        self.out = os.path.join(RUN, "probe-%d.json" % index)
+        self.err = os.path.join(RUN, "probe-%d.err" % index)
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.proc = subprocess.Popen([bpftrace, "-f", "json", "-e", program], env=ENV, stdout=out, stderr=err,
+                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.started = time.monotonic()
+        self.attached = None
+
+    def wait_attached(self):
+        """Until bpftrace says its probes are attached (its window starts then); seconds it took."""
+        while '"attached_probes"' not in (read(self.out) or ""):
+            if self.proc.poll() is not None:
+                raise SystemExit("bpftrace ended (rc %s) before attaching: %s" % (self.proc.returncode, self.stderr()))
+            if time.monotonic() - self.started > ATTACH_TIMEOUT:
+                raise SystemExit("bpftrace did not attach within %d s: %s" % (ATTACH_TIMEOUT, self.stderr()))
+            time.sleep(0.2)
+        self.attached = time.monotonic()
+        return round(self.attached - self.started, 1)
+
+    def stderr(self):
+        return (read(self.err) or "").strip()[-1000:] or "no output"
+
+    def collect(self, window):
+        """bpftrace's output once the program ended itself after its window (stopped if it overran)."""
+        left = self.attached + window + PROBE_GRACE - time.monotonic()
+        try:
+            self.proc.wait(max(left, 0))
+        except subprocess.TimeoutExpired:
+            raise SystemExit("bpftrace did not end %d s after its %d s window: %s" % (PROBE_GRACE, window, self.stderr()))
+        if self.proc.returncode != 0:
+            raise SystemExit("bpftrace failed (rc %s): %s" % (self.proc.returncode, self.stderr()))
+        return read(self.out) or ""
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def cgroup_ids(into, root="/sys/fs/cgroup"):
+    """Every cgroup under both slices by inode number (the id the block layer charges a bio to: the
+    nearest cgroup with the io controller, the slice or a unit below it) -> the slice's name."""
+    for slice_ in SLICES.values():
+        for directory, _dirs, _files in os.walk(os.path.join(root, slice_)):
+            try:
+                into[str(os.stat(directory).st_ino)] = slice_
+            except OSError:
+                continue     # a unit's cgroup removed while walking
+    return into
+
+
 def cell(spec, c, index, majmin):
     os.makedirs(RUN, exist_ok=True)
+    probe = Probe(spec["probe"]["program"], index) if spec.get("probe") else None
+    try:
+        return _cell(spec, c, index, majmin, probe)
+    finally:
+        if probe:
+            probe.close()
+
+
+def _cell(spec, c, index, majmin, probe):
     if c.get("antagonist") == "buffered" or c.get("reader") == "buffered":
         # Start from a clean page cache so each buffered run dirties the same amount.
         run(["sync"])
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3")
+    # The probe's window starts at its attach: the jobs start right after it (their ramp is its warm-up).
+    attach = probe.wait_attached() if probe else None
     before = dict((s, pressure_total(s)) for s in SLICES.values())
     io_before = dict((s, io_stat(s, majmin)) for s in SLICES.values())
     t0 = time.monotonic()
@@ -220,6 +309,10 @@ def cell(spec, c, index, majmin):
     for role in ("antagonist", "reader"):
         if c.get(role):
             jobs[role] = start(role, c[role], spec, index)
+    # The jobs' ramp the probe also counts (its warm-up began at the attach): how late they started.
+    started = round(time.monotonic() - probe.attached, 2) if probe else None
+    # A unit's cgroup is gone once it ends: its id is taken while it runs.
+    cgroups = cgroup_ids({})
     samples, unit_threads = [], {}
     deadline = t0 + spec["seconds"] + spec["ramp"] + 60
     measuring_from = t0 + spec["ramp"] + 0.5
@@ -238,6 +331,7 @@ def cell(spec, c, index, majmin):
             for role, job in jobs.items():
                 if role not in unit_threads:
                     unit_threads[role] = threads(job[0], SLICES[role])
+        cgroup_ids(cgroups)
         time.sleep(0.5)
     wall = time.monotonic() - t0
     after = dict((s, pressure_total(s)) for s in SLICES.values())
@@ -261,6 +355,9 @@ def cell(spec, c, index, majmin):
             res[role + "_stats"].update(clat_ns={"p50": None, "p99": None, "p99.9": None}, percentiles={})
         if res[role + "_stats"] is None:
             res[role + "_error"] = "fio wrote no result (%s %s)" % (unit, states.get(role))
+    if probe:
+        res["probe_raw"] = {"output": probe.collect(spec["probe"]["window"]), "cgroups": cgroups, "majmin": majmin,
+                            "attach_s": attach, "jobs_started_s": started}
     return res
 
 
@@ -268,6 +365,8 @@ def cells(spec):
     majmin = disk_of(spec["serial"])[1]
     out = {"settings": settings(majmin), "kernel": os.uname().release,
            "fio": run(["fio", "--version"]).stdout.strip(), "cells": []}
+    if spec.get("probe") and shutil.which("bpftrace"):
+        out["bpftrace"] = run(["bpftrace", "--version"]).stdout.strip()
     for i, c in enumerate(spec["cells"]):
         out["cells"].append(cell(spec, c, i, majmin))
     return out

@@ -15,7 +15,8 @@ results dict to the functions here:
   html(results, summary, images)     one HTML page with the tables and the images inlined
   write(results, outdir)             all of the above into outdir (results.json, results.md, report.html, *.png)
 
-Optional parts of the results, each with its own table: "calibration" (the calibrated model against
+Optional parts of the results, each with its own table: "probe" in a run (the block layer's latency
+per slice from the collection's eBPF probe, shown beside fio's), "calibration" (the calibrated model against
 the disk's capacity), "sweep" (every pair once per QoS setting: share against p99 / solo, the
 trade-off plots) and "unthrottled" (a whole results dict of a run on the unthrottled disk, shown as
 a pair table of its own).
@@ -397,6 +398,59 @@ def _charge_table(results):
     return header, rows
 
 
+PROBE_NOTE = ("The probe (the collection's io_latency program) times each bio in the block layer, from submit_bio to "
+              "bio_endio, in the slice the kernel charged it to; fio's clat also holds the system call's return and "
+              "the job's wake-up (CPU time, scarce under TCG). The probe counts bios (a large write may be split "
+              "into several) over a window that also takes in the jobs' start after it attached; fio counts its "
+              "I/Os over the measured seconds. Medians over the repeats; fio / probe.")
+
+
+def _count(value):
+    return _fmt(value, "%.0f")
+
+
+def _pair(fio, probe, fmt):
+    return "%s / %s" % (fmt(fio), fmt(probe))
+
+
+def _probe_table(results):
+    """Per (config, reader, antagonist) with probe figures: fio's figures beside the probe's for the job
+    in each slice (medians over the repeats)."""
+    header = ["config", "reader", "antagonist", "n", "reader I/Os", "reader p50", "reader p99",
+              "antagonist p50", "antagonist p99", "other I/Os on the disk"]
+    groups = {}
+    for run in _runs(results):
+        if isinstance(run.get("probe"), dict):
+            groups.setdefault((run.get("config"), run.get("reader"), run.get("antagonist")), []).append(run)
+    return header, [_probe_row(results, key, sel) for key, sel in groups.items()]
+
+
+def _median_at(runs, *path):
+    """The median over the runs of run[path[0]][path[1]]..., missing values skipped."""
+    values = []
+    for run in runs:
+        for key in path:
+            run = _dict(run).get(key)
+        values.append(run)
+    return _agg(values)["median"]
+
+
+def _probe_row(results, key, sel):
+    config, rdr, ant = key
+
+    def probe_ns(slice_, name):
+        us = _median_at(sel, "probe", slice_, name)
+        return None if us is None else us * 1e3
+    fio_ios = _median_at(sel, "reader_stats", "ios") if rdr else None
+    row = [_label(results, config), rdr or DASH, ant or DASH, str(len(sel)),
+           _pair(fio_ios, _median_at(sel, "probe", READER_SLICE, "count"), _count)]
+    for role, slice_ in (("reader", READER_SLICE), ("antagonist", ANTAGONIST_SLICE)):
+        for name in ("p50", "p99"):
+            row.append(_pair(_median_at(sel, role + "_stats", "clat_ns", name), probe_ns(slice_, name + "_us"),
+                             fmt_latency))
+    return row + [_count(_median_at(sel, "probe", "other"))]
+
+
 def _sweep_table(results, summary):
     header = ["QoS", "reader", "antagonist", "reader p99", "p99 / solo", "antagonist MB/s", "share of solo",
               "vrate mean", "target met"]
@@ -409,11 +463,14 @@ def _sweep_table(results, summary):
 
 
 def _sections(results, summary):
-    """(title, (header, rows)) of every table in the report, in order."""
+    """(title, (header, rows)[, note]) of every table in the report, in order."""
     out = [("Solo runs", _solo_table(results, summary))]
     out += [(_reader_title(results, summary, r), _reader_table(results, summary, r)) for r in _readers(summary)]
     if summary["cells"]:
         out.append(("All pairs: reader p99 / solo, antagonist share of solo", _pairs_table(results, summary)))
+    probe = _probe_table(results)
+    if probe[1]:
+        out.append(("Block layer (eBPF probe, submit_bio → bio_endio) beside fio's clat", probe, PROBE_NOTE))
     if _dict(results.get("calibration")).get("versus_capacity"):
         out.append(("Calibrated model against the disk's capacity", _calibration_table(results)))
     charge = _charge_table(results)
@@ -433,8 +490,8 @@ def _sections(results, summary):
 def markdown(results, summary):
     """The report as GitHub Markdown: meta line, then every table of _sections, the target."""
     lines = ["## I/O isolation benchmark", "", _meta_line(results)]
-    for title, table in _sections(results, summary):
-        lines += ["", "### " + title, ""]
+    for title, table, *note in _sections(results, summary):
+        lines += ["", "### " + title, ""] + note + [""] * len(note)
         lines += _md_table(*table)
     lines += ["", _target_line(summary)]
     return "\n".join(lines) + "\n"
@@ -628,8 +685,8 @@ def html(results, summary, images):
              "<p>%s</p>" % esc(_meta_line(results))]
     shown = set()
     titles = dict((_reader_title(results, summary, r), r) for r in _readers(summary))
-    for title, table in _sections(results, summary):
-        parts += ["<h2>%s</h2>" % esc(title), _html_table(*table)]
+    for title, table, *note in _sections(results, summary):
+        parts += ["<h2>%s</h2>" % esc(title)] + ["<p>%s</p>" % esc(n) for n in note] + [_html_table(*table)]
         reader = titles.get(title)
         for name in ("latency-", "throughput-", "tradeoff-") if reader else ():
             name += _safe(reader)

@@ -162,3 +162,159 @@ def test_settings_name_the_scheduler(monkeypatch):
     assert got["scheduler"] == "[none] mq-deadline"
     assert got["io.cost.qos"].startswith("259:1 enable=1")
     assert guest.settings("8:0")["scheduler"] is None
+
+
+# ---------------------------------------------------------------------------------------------- the probe
+
+def bpftrace_json(counts):
+    """bpftrace -f json's output of io_latency's program: the attach line, then the map at exit."""
+    return "\n".join([json.dumps({"type": "attached_probes", "data": {"probes": 5}}),
+                      json.dumps({"type": "map", "data": {"@lat": dict(("%d,%d,%d" % k, v) for k, v in counts.items())}}),
+                      json.dumps({"type": "map", "data": {"@warmed": 1}})]) + "\n"
+
+
+DISK = (259 << 20) | 1     # the benchmark's disk, 259:1
+OTHER_DISK = (254 << 20)   # the guest's root disk
+
+
+def test_probe_spec_is_io_latencys_program_over_ramp_runtime_and_the_late_start():
+    spec = bench.probe_spec(15, 2)
+    assert spec["window"] == 15 + 2 + bench.PROBE_MARGIN
+    assert spec["program"] == bench.latency.program(spec["window"], warmup=2)
+
+
+def test_probe_figures_sum_each_slice_on_the_benchmarks_disk():
+    lat = bench.latency
+    # inference: 90 reads of 200 us in the reader's unit, 10 of 3000 us in the slice itself (no unit)
+    counts = {(501, DISK, lat.bucket_of(200)): 90, (500, DISK, lat.bucket_of(3000)): 10,
+              (601, DISK, lat.bucket_of(8000)): 40,        # training's unit
+              (1, DISK, lat.bucket_of(100)): 3,            # the root: charged outside both slices
+              (501, OTHER_DISK, lat.bucket_of(50)): 1000}  # another disk: not the benchmark's
+    raw = {"output": bpftrace_json(counts), "majmin": "259:1", "attach_s": 4.2, "jobs_started_s": 0.6,
+           "cgroups": {"500": "inference.slice", "501": "inference.slice", "600": "training.slice",
+                       "601": "training.slice"}}
+    got = bench.probe_figures(raw, "bpftrace v0.17.0")
+    inf, train = got["inference.slice"], got["training.slice"]
+    assert inf["count"] == 100 and train["count"] == 40
+    assert got["other"] == 3 and got["lost"] == 0 and got["bpftrace"] == "bpftrace v0.17.0"
+    assert (got["attach_s"], got["jobs_started_s"]) == (4.2, 0.6)
+    low, high = lat.bucket_range(lat.bucket_of(200))
+    assert low <= inf["p50_us"] <= high
+    low, high = lat.bucket_range(lat.bucket_of(3000))
+    assert low <= inf["p99_us"] <= high and low <= inf["p999_us"] <= high
+    assert sum(b["count"] for b in inf["histogram"]) == 100
+    # nothing in a slice: a zero count and no percentiles, not a crash
+    empty = bench.probe_figures(dict(raw, output=bpftrace_json({})), None)["inference.slice"]
+    assert empty == {"count": 0, "p50_us": None, "p99_us": None, "p999_us": None, "histogram": []}
+
+
+def test_cgroup_ids_name_the_slice_of_every_cgroup_below_it(tmp_path):
+    for d in ("inference.slice/aiinfra-bench-reader-0.service", "training.slice", "system.slice/ssh.service"):
+        (tmp_path / d).mkdir(parents=True)
+    got = guest.cgroup_ids({}, str(tmp_path))
+    ino = lambda d: str(os.stat(str(tmp_path / d)).st_ino)  # noqa: E731
+    assert got == {ino("inference.slice"): "inference.slice",
+                   ino("inference.slice/aiinfra-bench-reader-0.service"): "inference.slice",
+                   ino("training.slice"): "training.slice"}
+    # a unit that ended keeps its name: ids accumulate
+    (tmp_path / "inference.slice" / "aiinfra-bench-reader-0.service").rmdir()
+    assert guest.cgroup_ids(dict(got), str(tmp_path)) == got
+
+
+def _probe_results(count, ios=3000, started=0.6):
+    results = _smoke_results()
+    results["meta"].update(probe=True, seconds=3)
+    results["runs"][0]["reader_stats"] = dict(results["runs"][0]["reader_stats"], ios=ios)
+    for r in results["runs"]:
+        r["probe"] = {"inference.slice": {"count": count if r["reader"] else 0},
+                      "training.slice": {"count": 500}, "jobs_started_s": started}
+    return results
+
+
+def test_smoke_check_wants_the_probe_to_count_the_readers_io():
+    # 3000 reads in 3 s and 0.6 s of ramp counted too: 3600 expected
+    assert bench.smoke_check(_probe_results(3600)) == []
+    within = int(3600 * (1 - bench.PROBE_TOLERANCE)) + 1
+    assert bench.smoke_check(_probe_results(within)) == []
+    assert bench.smoke_check(_probe_results(0)) == [
+        "the probe saw no I/O in inference.slice while randread4k ran"]
+    far = bench.smoke_check(_probe_results(int(3600 * (1 - bench.PROBE_TOLERANCE)) - 1))
+    assert len(far) == 1 and far[0].startswith("the probe counted") and "fio 3000 (3600 expected" in far[0]
+    assert bench.smoke_check(_probe_results(int(3600 * (1 + bench.PROBE_TOLERANCE)) + 2)) != []
+    missing = _probe_results(3600)
+    del missing["runs"][1]["probe"]
+    assert bench.smoke_check(missing) == ["None vs seqwrite1m: no probe figures"]
+    # without --probe nothing is asked of it
+    missing["meta"]["probe"] = False
+    assert bench.smoke_check(missing) == []
+
+
+def fake_bpftrace(tmp_path, monkeypatch, script):
+    """A stand-in bpftrace on PATH (the real one needs root and a kernel), the cell's files under tmp_path."""
+    path = tmp_path / "bin" / "bpftrace"
+    path.parent.mkdir()
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    monkeypatch.setenv("PATH", str(path.parent) + os.pathsep + os.environ["PATH"])
+    monkeypatch.setattr(guest, "RUN", str(tmp_path))
+    monkeypatch.setattr(guest, "ENV", dict(os.environ))
+
+
+ATTACHED = """echo '{"type": "attached_probes", "data": {"probes": 5}}'\n"""
+
+
+def test_probe_waits_for_the_attach_then_collects_what_the_program_printed(tmp_path, monkeypatch):
+    fake_bpftrace(tmp_path, monkeypatch, "sleep 0.5\n" + ATTACHED + "sleep 0.5\necho '{\"type\": \"map\"}'\n")
+    probe = guest.Probe("program", 0)
+    try:
+        assert probe.proc.args[1:4] == ["-f", "json", "-e"] and probe.proc.args[4] == "program"
+        assert probe.wait_attached() >= 0.4
+        assert probe.collect(1).splitlines() == [ATTACHED.split("'")[1], '{"type": "map"}']
+    finally:
+        probe.close()
+    assert probe.proc.returncode == 0
+
+
+def test_probe_that_never_attaches_fails_the_cell_with_its_reason(tmp_path, monkeypatch):
+    fake_bpftrace(tmp_path, monkeypatch, "echo 'ERROR: no BTF' >&2\nexit 1\n")
+    probe = guest.Probe("program", 0)
+    with pytest.raises(SystemExit, match=r"bpftrace ended \(rc 1\) before attaching: ERROR: no BTF"):
+        probe.wait_attached()
+    probe.close()
+
+
+def test_a_probe_that_hangs_is_bounded_and_killed(tmp_path, monkeypatch):
+    fake_bpftrace(tmp_path, monkeypatch, "exec sleep 60\n")
+    monkeypatch.setattr(guest, "ATTACH_TIMEOUT", 0.5)
+    probe = guest.Probe("program", 0)
+    with pytest.raises(SystemExit, match="did not attach within"):
+        probe.wait_attached()
+    probe.close()
+    assert probe.proc.returncode == -9
+
+
+def test_a_probe_that_overruns_its_window_fails_and_is_killed(tmp_path, monkeypatch):
+    fake_bpftrace(tmp_path, monkeypatch, ATTACHED + "exec sleep 60\n")
+    monkeypatch.setattr(guest, "PROBE_GRACE", 0.5)
+    probe = guest.Probe("program", 0)
+    probe.wait_attached()
+    with pytest.raises(SystemExit, match="did not end 0 s after its 0 s window"):
+        probe.collect(0)
+    probe.close()
+    assert probe.proc.returncode == -9
+
+
+def test_a_cell_ends_its_probe_when_it_fails(tmp_path, monkeypatch):
+    fake_bpftrace(tmp_path, monkeypatch, ATTACHED + "exec sleep 60\n")
+    seen = []
+
+    def broken(spec, c, index, majmin, probe):
+        seen.append(probe)
+        raise SystemExit("systemd-run failed")
+    monkeypatch.setattr(guest, "_cell", broken)
+    with pytest.raises(SystemExit, match="systemd-run failed"):
+        guest.cell({"probe": {"program": "p", "window": 5}}, {"reader": "randread4k"}, 0, "259:1")
+    assert seen[0].proc.returncode == -9
+    # without a probe, none is started
+    monkeypatch.setattr(guest, "_cell", lambda spec, c, index, majmin, probe: probe)
+    assert guest.cell({}, {}, 0, "259:1") is None

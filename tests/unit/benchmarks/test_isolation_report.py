@@ -366,3 +366,40 @@ def test_sweep_cells_tradeoff_plot_and_unthrottled_table(results):
     images = report.plots(results, summary)
     assert images["tradeoff-randread4k"].startswith(b"\x89PNG")
     assert "tradeoff-seqread128k" not in images
+
+
+def probe(reader_count, reader_p50, reader_p99, training_p50, training_p99, other=0):
+    """A run's probe figures (µs), as bench.py's probe_figures leaves them."""
+    return {"inference.slice": {"count": reader_count, "p50_us": reader_p50, "p99_us": reader_p99, "p999_us": None,
+                                "histogram": []},
+            "training.slice": {"count": 900, "p50_us": training_p50, "p99_us": training_p99, "p999_us": None,
+                               "histogram": []},
+            "other": other, "lost": 0, "bpftrace": "bpftrace v0.17.0"}
+
+
+def test_probe_table_puts_the_block_layers_figures_beside_fios(results):
+    roles = [r for r in results["runs"] if r["config"] == "roles" and r["reader"] == "randread4k"
+             and r["antagonist"] == "seqwrite1m"]
+    for r, p50 in zip(roles, (120, 130, 140)):
+        r["probe"] = probe(13000 + p50, p50, 610, 1500, 8000, other=p50 - 118)
+    solo = [r for r in results["runs"] if r["config"] == "none" and r["reader"] is None
+            and r["antagonist"] == "seqwrite1m"][0]
+    solo["probe"] = probe(0, None, None, 1700, 8500)
+    md = report.markdown(results, report.summarize(results))
+    section = md.split("### Block layer (eBPF probe, submit_bio \u2192 bio_endio) beside fio's clat")[1]
+    assert section.splitlines()[2] == report.PROBE_NOTE
+    assert "submit_bio to bio_endio" in report.PROBE_NOTE and "wake-up" in report.PROBE_NOTE
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| config")]
+    # fio's medians / the probe's medians: reader I/Os 13500 (900 IOPS x 15 s) / 13130, p50 160 / 130 µs
+    assert rows == [
+        "| no isolation | %s | seqwrite1m | 1 | %s / 0 | %s / %s | %s / %s | 2.00 ms / 1.70 ms | 9.00 ms / 8.50 ms | 0 |"
+        % ((DASH,) * 6),
+        "| roles | randread4k | seqwrite1m | 3 | 13500 / 13130 | 160 \u00b5s / 130 \u00b5s | 739 \u00b5s / 610 \u00b5s "
+        "| 2.00 ms / 1.50 ms | 9.00 ms / 8.00 ms | 12 |"]
+    page = report.html(results, report.summarize(results), {})
+    assert "<p>%s</p>" % report.PROBE_NOTE.replace("'", "&#x27;") in page
+    assert "<td>160 \u00b5s / 130 \u00b5s</td>" in page
+
+
+def test_no_probe_table_without_probe_figures(results, summary):
+    assert "eBPF probe" not in report.markdown(results, summary)
