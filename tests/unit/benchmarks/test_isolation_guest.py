@@ -212,7 +212,9 @@ def test_cgroup_ids_name_the_slice_of_every_cgroup_below_it(tmp_path):
     for d in ("inference.slice/aiinfra-bench-reader-0.service", "training.slice", "system.slice/ssh.service"):
         (tmp_path / d).mkdir(parents=True)
     got = guest.cgroup_ids({}, str(tmp_path))
-    ino = lambda d: str(os.stat(str(tmp_path / d)).st_ino)  # noqa: E731
+
+    def ino(d):
+        return str(os.stat(str(tmp_path / d)).st_ino)
     assert got == {ino("inference.slice"): "inference.slice",
                    ino("inference.slice/aiinfra-bench-reader-0.service"): "inference.slice",
                    ino("training.slice"): "training.slice"}
