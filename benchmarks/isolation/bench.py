@@ -74,8 +74,12 @@ SLICES = (report.READER_SLICE, report.ANTAGONIST_SLICE)
 # The probe's window runs this long past fio's ramp + runtime: the jobs start after the probe attached
 # (systemd-run, fio's start-up), so fio measures that much later.
 PROBE_MARGIN = 2
-# How far the probe's count of the reader's I/Os may be from fio's (placeholder, measured below).
-PROBE_TOLERANCE = 0.25
+# How far outside fio's count (plus its ramp) the probe's count of the reader's I/Os may be. The smoke
+# run on Debian 12 under TCG (3 s, 1 s ramp): probe 14469 / fio 10749 alone, 11875 / 9070 against
+# seqwrite1m - each the slice's io.stat rios over the whole cell, ramp included - so the ramp ran at
+# +4% and -7% of the measured seconds' rate. 15%: twice that; a probe that misses the slice's I/O, or
+# counts another slice's, is further out.
+PROBE_TOLERANCE = 0.15
 
 
 class Lab:
@@ -280,22 +284,26 @@ def smoke_check(results):
 
 
 def _probe_problems(run, meta):
-    """The probe saw the reader's I/O in its slice, about as many as fio counted (PROBE_TOLERANCE)."""
+    """The probe saw the reader's I/O in its slice, as many as fio counted and at most its ramp's more."""
     probe = run.get("probe")
     if not probe:
         return ["%s vs %s: no probe figures" % (run.get("reader"), run.get("antagonist"))]
+    if (probe.get("jobs_started_s") or 0) > PROBE_MARGIN:
+        return ["the jobs started %s s after the probe attached: its window (%d s margin) ended before fio's"
+                % (probe["jobs_started_s"], PROBE_MARGIN)]
     if not run.get("reader"):
         return []
     count = probe[report.READER_SLICE]["count"]
     ios = (run.get("reader_stats") or {}).get("ios")
     if not count:
         return ["the probe saw no I/O in %s while %s ran" % (report.READER_SLICE, run["reader"])]
-    if ios:
-        # the probe also counts fio's ramp between its warm-up's end and fio's (the jobs' late start)
-        expected = ios * (1 + (probe.get("jobs_started_s") or 0) / float(meta["seconds"]))
-        if abs(count - expected) > PROBE_TOLERANCE * expected:
-            return ["the probe counted %d I/Os in %s, fio %d (%.0f expected with the jobs' late start): more than "
-                    "%.0f%% apart" % (count, report.READER_SLICE, ios, expected, 100 * PROBE_TOLERANCE)]
+    # The window holds fio's measured seconds and, of its ramp, what the warm-up did not forget (the jobs
+    # start after the attach): between fio's count and that plus the whole ramp at fio's rate.
+    low, high = ios * (1 - PROBE_TOLERANCE), ios * (1 + meta["ramp"] / float(meta["seconds"])) * (1 + PROBE_TOLERANCE)
+    if ios and not low <= count <= high:
+        return ["the probe counted %d I/Os in %s, fio %d in its %s s: outside %.0f..%.0f (fio's count and its %s s "
+                "ramp, %.0f%% either way)" % (count, report.READER_SLICE, ios, meta["seconds"], low, high,
+                                              meta["ramp"], 100 * PROBE_TOLERANCE)]
     return []
 
 
@@ -413,7 +421,7 @@ def main():
         if problems:
             raise SystemExit("smoke run failed:\n  " + "\n  ".join(problems))
         print("smoke run: every job produced figures%s; the roles' settings were in force"
-              % (" and the probe agreed with fio's I/O count within %.0f%%" % (100 * PROBE_TOLERANCE) if a.probe else ""))
+              % (" and the probe counted the reader's I/O as fio did" if a.probe else ""))
 
 
 if __name__ == "__main__":

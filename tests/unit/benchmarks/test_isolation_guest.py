@@ -225,7 +225,7 @@ def test_cgroup_ids_name_the_slice_of_every_cgroup_below_it(tmp_path):
 
 def _probe_results(count, ios=3000, started=0.6):
     results = _smoke_results()
-    results["meta"].update(probe=True, seconds=3)
+    results["meta"].update(probe=True, seconds=3, ramp=1)
     results["runs"][0]["reader_stats"] = dict(results["runs"][0]["reader_stats"], ios=ios)
     for r in results["runs"]:
         r["probe"] = {"inference.slice": {"count": count if r["reader"] else 0},
@@ -234,15 +234,18 @@ def _probe_results(count, ios=3000, started=0.6):
 
 
 def test_smoke_check_wants_the_probe_to_count_the_readers_io():
-    # 3000 reads in 3 s and 0.6 s of ramp counted too: 3600 expected
-    assert bench.smoke_check(_probe_results(3600)) == []
-    within = int(3600 * (1 - bench.PROBE_TOLERANCE)) + 1
-    assert bench.smoke_check(_probe_results(within)) == []
+    tol = bench.PROBE_TOLERANCE
+    # 3000 reads in fio's 3 s: the probe counts those and at most the 1 s ramp's 1000 more
+    for fine in (3000, 3600, 4000, int(3000 * (1 - tol)) + 1, int(4000 * (1 + tol)) - 1):
+        assert bench.smoke_check(_probe_results(fine)) == [], fine
     assert bench.smoke_check(_probe_results(0)) == [
         "the probe saw no I/O in inference.slice while randread4k ran"]
-    far = bench.smoke_check(_probe_results(int(3600 * (1 - bench.PROBE_TOLERANCE)) - 1))
-    assert len(far) == 1 and far[0].startswith("the probe counted") and "fio 3000 (3600 expected" in far[0]
-    assert bench.smoke_check(_probe_results(int(3600 * (1 + bench.PROBE_TOLERANCE)) + 2)) != []
+    for far in (int(3000 * (1 - tol)) - 1, int(4000 * (1 + tol)) + 2, 9000):
+        got = bench.smoke_check(_probe_results(far))
+        assert got == ["the probe counted %d I/Os in inference.slice, fio 3000 in its 3 s: outside 2550..4600 "
+                       "(fio's count and its 1 s ramp, 15%% either way)" % far], far
+    late = bench.smoke_check(_probe_results(3600, started=bench.PROBE_MARGIN + 0.5))
+    assert len(late) == 2 and all("ended before fio's" in p for p in late)
     missing = _probe_results(3600)
     del missing["runs"][1]["probe"]
     assert bench.smoke_check(missing) == ["None vs seqwrite1m: no probe figures"]
