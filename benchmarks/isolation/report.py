@@ -400,9 +400,10 @@ def _charge_table(results):
 
 PROBE_NOTE = ("The probe (the collection's io_latency program) times each bio in the block layer, from submit_bio to "
               "bio_endio, in the slice the kernel charged it to; fio's clat also holds the system call's return and "
-              "the job's wake-up (CPU time, scarce under TCG). The probe counts bios (a large write may be split "
-              "into several) over a window that also takes in the jobs' start after it attached; fio counts its "
-              "I/Os over the measured seconds. Medians over the repeats; fio / probe.")
+              "the job's wake-up (CPU time, scarce under TCG). The probe counts bios as submitted (a bio the "
+              "disk's limits split counts once; io.stat counts its parts) over a window that holds fio's measured "
+              "seconds and the part of its ramp after the probe's warm-up; fio counts its I/Os over the measured "
+              "seconds. Medians over the repeats; fio / probe.")
 
 
 def _count(value):
