@@ -19,14 +19,14 @@ export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup apt venv tree collections check unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout
+.PHONY: help setup apt venv tree collections check unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test (make check: the stages that need no VM)"
 	@echo "make unit | sanity | py39-check | ee-check | lint | build | docs-check | docs | changelog-check | test-newest | bench-isolation-smoke"
 	@echo "make lab-test (all scenarios) | $(LAB_STAGES)"
-	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | bench-rollout | clean"
+	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | bench-vrate-pin | bench-rollout | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -161,6 +161,12 @@ bench-isolation: lab-images
 # device-bound (docs/isolation.md, "The lab disk").
 bench-ceiling: lab-images
 	$(BIN)/python benchmarks/isolation/ceiling.py $(BENCH_ARGS)
+
+# Lab check of the vrate alerts (prometheus/alerts.yml, IoIsolationIocostVrateAtMin/AtMax): the io_metrics
+# exporter's vrate on the device-bound lab disk under the kernel's class model (twice the disk), the calibrated
+# model and the kernel's QoS, with the benchmark's reader and antagonists (about 25 minutes under TCG).
+bench-vrate-pin: lab-images
+	$(BIN)/python benchmarks/isolation/vrate_pin.py $(BENCH_ARGS)
 
 # Benchmark (not a test): the same co-location settings rolled out by a hand-written playbook
 # (ansible.builtin + ansible.posix, a task per file) and by site.yml on one lab VM, converge and two no-op

@@ -1,0 +1,283 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Lab check of the alerts IoIsolationIocostVrateAtMin / AtMax (prometheus/alerts.yml): what the io_metrics
+exporter reports for iocost's vrate under each cost model on the device-bound lab disk.
+
+The alerts say: vrate held at io.cost.qos min (max) for 10 minutes while the disk does I/O means the
+model overstates (understates) the disk. On the device-bound lab disk the kernel's class for it (ssd_dfl)
+promises about twice what QEMU lets the disk do, and the calibration recovers the real capacity, so the
+two models are a known wrong one and a known right one on the same disk.
+
+Boots (or reuses) a device-bound lab VM (bench.py's, labvm.py's options), calibrates lab-nvme-a once
+(bench.py's calibrate(), or --calibration-db), prepares lab-nvme-b as bench.py does, installs the io_metrics
+role (io_metrics.yml, no latency histogram), and for each configuration (bench.py's apply(): `roles` with
+the kernel's class, `roles_calibrated`, `iocost_default`) and each antagonist runs guest.py's `cells` (the
+benchmark's reader in inference.slice, the antagonist in training.slice, --seconds long) while the controller
+starts aiinfra-io-metrics.service every --interval seconds and collects the textfile it writes. The samples
+are the exporter's metrics, parsed from the Prometheus text format; guest.py's own twice-a-second reading of
+cost.vrate during the cell is kept beside them as a cross-check of the exporter.
+
+Each series is judged as the rules judge theirs (the measured window stands in for their [10m]; their
+`for: 20m` cannot be shown in minutes): AtMin where max(vrate) <= qos min * 1.01, AtMax where
+min(vrate) >= qos max * 0.99, both only while the slices' reads + writes on the disk increase; and per sample,
+the fraction of busy samples at each bound.
+
+Writes results.json and results.md under --out; --record copies them to
+results/<date>-<guest>-<accel>-vrate-pin-results.{json,md}.
+
+  .venv/bin/python benchmarks/isolation/vrate_pin.py            (or: make bench-vrate-pin)
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(REPO, ".cache", "collections")]
+import bench  # noqa: E402  pylint: disable=wrong-import-position
+from labvm import LAB, accel, add_vm_args, disk_capacity, vm  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._metrics import PREFIX  # noqa: E402  pylint: disable=wrong-import-position
+
+CONFIGS = ("roles", "roles_calibrated", "iocost_default")
+READER = "randread4k"
+ANTAGONISTS = ("randread64", "seqwrite1m")
+IO_METRICS_PLAYBOOK = os.path.join(HERE, "io_metrics.yml")
+ROLE = os.path.join(REPO, "roles", "io_metrics")
+# The rules' tolerances (prometheus/alerts.yml): vrate within 1 % of a bound counts as at the bound.
+AT_MIN, AT_MAX = 1.01, 0.99
+VRATE, QOS_MIN, QOS_MAX = PREFIX + "iocost_vrate_ratio", PREFIX + "iocost_qos_vrate_min_ratio", PREFIX + "iocost_qos_vrate_max_ratio"
+IO_COUNTERS = (PREFIX + "slice_io_reads_total", PREFIX + "slice_io_writes_total")
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?$")
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def parse_exposition(text):
+    """Samples of a Prometheus text exposition: [(name, {label: value}, float)]. Comments and blank lines are
+    skipped; a line that is not a sample is an error (the exporter's file is machine-written)."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            raise ValueError("line %d is not a sample: %r" % (n, line))
+        name, label_text, value = m.groups()
+        labels, pos = {}, 0
+        while label_text and pos < len(label_text):
+            lm = _LABEL.match(label_text, pos)
+            if not lm:
+                raise ValueError("line %d: bad labels %r" % (n, label_text))
+            labels[lm.group(1)] = re.sub(r'\\[\\"n]', lambda e: _UNESCAPE[e.group(0)], lm.group(2))
+            pos = lm.end()
+        out.append((name, labels, float(value)))
+    return out
+
+
+def disk_point(samples, majmin):
+    """What the alerts read for one disk from one exporter run: vrate and the QoS bounds (ratios, None when
+    absent) and the slices' reads + writes on the disk (the rules' sum over slices)."""
+    point = {"vrate": None, "min": None, "max": None, "ios": None}
+    keys = {VRATE: "vrate", QOS_MIN: "min", QOS_MAX: "max"}
+    for name, labels, value in samples:
+        if labels.get("majmin") != majmin:
+            continue
+        if name in keys:
+            point[keys[name]] = value
+        elif name in IO_COUNTERS:
+            point["ios"] = (point["ios"] or 0) + value
+    return point
+
+
+def evaluate(points):
+    """The two alert conditions over a series of points ({"t", "vrate", "min", "max", "ios"}, in time order).
+
+    busy: the slices' reads + writes grew since the previous point (a counter that went down was reset, and
+    its new value is the growth, as in Prometheus' rate()). The fractions count busy points at a bound; the
+    `*_rule` verdicts are the rules' expressions with the whole series as their window: max (min) of vrate over
+    every point at or below min * 1.01 (at or above max * 0.99), and I/O in the window."""
+    pts = [p for p in points if p.get("vrate") is not None and p.get("ios") is not None]
+    busy, growth = [], 0.0
+    for prev, cur in zip(pts, pts[1:]):
+        inc = cur["ios"] - prev["ios"] if cur["ios"] >= prev["ios"] else cur["ios"]
+        growth += inc
+        if inc > 0:
+            busy.append(cur)
+    res = {"points": len(pts), "busy": len(busy), "io_growth": growth}
+    if not busy:
+        return dict(res, vrate=None, at_min_fraction=None, at_max_fraction=None, at_min_rule=False, at_max_rule=False)
+    v = [p["vrate"] for p in busy]
+    at_min = [p for p in busy if p["min"] is not None and p["vrate"] <= p["min"] * AT_MIN]
+    at_max = [p for p in busy if p["max"] is not None and p["vrate"] >= p["max"] * AT_MAX]
+    window = [p["vrate"] for p in pts]
+    lo, hi = pts[-1]["min"], pts[-1]["max"]
+    return dict(res, vrate={"mean": sum(v) / len(v), "min": min(v), "max": max(v)},
+                at_min_fraction=len(at_min) / len(busy), at_max_fraction=len(at_max) / len(busy),
+                at_min_rule=bool(lo is not None and max(window) <= lo * AT_MIN),
+                at_max_rule=bool(hi is not None and min(window) >= hi * AT_MAX))
+
+
+def role_facts():
+    """Where the io_metrics role puts the exporter's output and what its service is called: read from the role."""
+    import yaml  # the controller's virtualenv has it (ansible-core)
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as f:
+        defaults = yaml.safe_load(f)
+    with open(os.path.join(ROLE, "vars", "main.yml")) as f:
+        role_vars = yaml.safe_load(f)
+    return {"unit": role_vars["__io_metrics_unit"] + ".service",
+            "textfile": defaults["io_metrics_textfile_dir"].rstrip("/") + "/" + role_vars["__io_metrics_output"]}
+
+
+def exporter_run(name, facts):
+    """Run the exporter once in the guest; (guest time after the run, the textfile's text)."""
+    cmd = "systemctl start %s && date +%%s.%%N && cat %s" % (facts["unit"], facts["textfile"])
+    res = subprocess.run(LAB + ["ssh", name, "--", cmd], capture_output=True, text=True, check=False, timeout=120)
+    if res.returncode != 0:
+        raise RuntimeError("exporter run failed (rc %d): %s" % (res.returncode, res.stderr.strip()[-1000:]))
+    stamp, _, text = res.stdout.partition("\n")
+    return float(stamp), text
+
+
+def measure(lab, antagonist, a, facts):
+    """guest.py's cell (reader + antagonist) in a thread; the exporter sampled every a.interval s until it ends."""
+    spec = {"serial": bench.DEVICE, "mount": bench.MOUNT, "seconds": a.seconds, "ramp": a.ramp,
+            "cells": [{"reader": READER, "antagonist": antagonist}]}
+    got = {}
+
+    def cell():
+        try:
+            got["cells"] = lab.guest("cells", spec)
+        except BaseException as e:  # pylint: disable=broad-exception-caught  # SystemExit from guest_script
+            got["error"] = str(e)
+    worker = threading.Thread(target=cell)
+    worker.start()
+    texts, errors = [], []
+    while worker.is_alive():
+        t0 = time.time()
+        try:
+            texts.append(exporter_run(lab.name, facts))
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            errors.append(str(e))
+        worker.join(max(0.0, a.interval - (time.time() - t0)))
+    if "error" in got:
+        raise SystemExit("guest.py cells failed: %s" % got["error"])
+    return got["cells"], texts, errors
+
+
+def table(results):
+    lines = ["| configuration | antagonist | model in force (rrandiops, rbps) | QoS | exporter runs (busy) "
+             "| vrate mean / min / max | at min | at max | AtMin rule | AtMax rule | guest.py vrate mean / min / max "
+             "| reader IOPS | antagonist IOPS |", "|" + "---|" * 13]
+    for r in results["runs"]:
+        ev, gv = r["evaluation"], r.get("guest_vrate") or {}
+        model = dict(kv.split("=", 1) for kv in (r["settings"].get("io.cost.model") or "").split()[1:])
+        qos = dict(kv.split("=", 1) for kv in (r["settings"].get("io.cost.qos") or "").split()[1:])
+        vr = ev["vrate"]
+        lines.append("| %s | %s | %s: %s, %s | %s rlat=%s min=%s max=%s | %d (%d) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["config"], r["antagonist"], model.get("ctrl"), model.get("rrandiops"), model.get("rbps"),
+            qos.get("ctrl"), qos.get("rlat"), qos.get("min"), qos.get("max"), ev["points"], ev["busy"],
+            "%.1f%% / %.1f%% / %.1f%%" % (100 * vr["mean"], 100 * vr["min"], 100 * vr["max"]) if vr else "-",
+            "%.0f%%" % (100 * ev["at_min_fraction"]) if vr else "-", "%.0f%%" % (100 * ev["at_max_fraction"]) if vr else "-",
+            "fires" if ev["at_min_rule"] else "no", "fires" if ev["at_max_rule"] else "no",
+            "%.1f%% / %.1f%% / %.1f%%" % (gv["mean"], gv["min"], gv["max"]) if gv else "-",
+            _iops(r, "reader"), _iops(r, "antagonist")))
+    return "\n".join(lines)
+
+
+def _iops(run, role):
+    st = run.get(role + "_stats") or {}
+    return "%.0f" % st["iops"] if st.get("iops") else "-"
+
+
+def markdown(results):
+    m = results["meta"]
+    cal = (results.get("calibration") or {}).get("model")
+    return "\n".join([
+        "# iocost vrate against the QoS bounds, from the io_metrics exporter (%s, %s, kernel %s)" % (
+            m["guest"], m.get("accel"), m.get("kernel")), "",
+        "%s; disk %s device-bound at %s; %s in inference.slice against each antagonist in training.slice, "
+        "%d s each (+%d s ramp); aiinfra-io-metrics.service run every %s s, its textfile collected." % (
+            m["date"], m["device"], m.get("disk_capacity"), m["reader"], m["seconds"], m["ramp"], m["interval"]),
+        "Calibrated model (lab-nvme-a): %s." % json.dumps(cal), "",
+        "AtMin / AtMax rule: the alert's expression with the measured window as its [10m] (their `for: 20m` is not "
+        "shown). at min / at max: busy exporter runs (the slices' reads + writes grew) within 1%% of the bound. "
+        "guest.py vrate: cost.vrate read twice a second in the guest during the cell (%%), a cross-check.", "",
+        table(results), ""])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_vm_args(ap, "debian12", "vrate-pin", "device-bound")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--antagonists", default=",".join(ANTAGONISTS))
+    ap.add_argument("--seconds", type=int, default=100, help="measured seconds per cell")
+    ap.add_argument("--ramp", type=int, default=2)
+    ap.add_argument("--interval", type=float, default=5, help="seconds between two exporter runs")
+    ap.add_argument("--calibration-db", help="an existing calibration database directory (else calibrate)")
+    ap.add_argument("--out", default=os.path.join(REPO, ".cache", "vrate-pin"))
+    ap.add_argument("--record", action="store_true",
+                    help="also copy results.{json,md} to benchmarks/isolation/results/<date>-<guest>-<accel>-vrate-pin-*")
+    a = ap.parse_args()
+    configs = [c for c in CONFIGS if c in a.configs.split(",")]
+    a.out = os.path.abspath(a.out)
+    os.makedirs(a.out, exist_ok=True)
+    db = os.path.abspath(a.calibration_db or os.path.join(a.out, "calibration-db"))
+    facts = role_facts()
+    lab = bench.Lab(a.name, a.out)
+    results = {"meta": {"guest": a.guest, "device": bench.DEVICE, "reader": READER, "seconds": a.seconds,
+                        "ramp": a.ramp, "interval": a.interval, "exporter": facts,
+                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, "runs": []}
+    with vm(a):
+        lab.write_inventory()
+        results["meta"]["disk_capacity"] = disk_capacity(a.name, bench.DEVICE)
+        took = bench.calibrate(lab, db) if "roles_calibrated" in configs else None
+        results["calibration"] = {"model": bench.calibrated_model(db), "seconds": took}
+        print("calibration %s: %s" % (db, json.dumps(results["calibration"])), flush=True)
+        lab.guest("prepare", {"serial": bench.DEVICE, "mount": bench.MOUNT, "files": bench.FILES})
+        installed = False
+        for config in configs:
+            took = bench.apply(lab, config, False, db)
+            if not installed:
+                lab.playbook(IO_METRICS_PLAYBOOK)
+                installed = True
+            for antagonist in a.antagonists.split(","):
+                got, texts, errors = measure(lab, antagonist, a, facts)
+                c = got["cells"][0]
+                majmin = (got["settings"].get("io.cost.qos") or "").split(" ", 1)[0]
+                points = [dict(disk_point(parse_exposition(text), majmin), t=t) for t, text in texts]
+                run = {"config": config, "antagonist": antagonist, "apply_seconds": took, "settings": got["settings"],
+                       "majmin": majmin, "points": points, "exporter_errors": errors,
+                       "evaluation": evaluate(points), "guest_vrate": c.get("vrate"),
+                       "reader_stats": c.get("reader_stats"), "antagonist_stats": c.get("antagonist_stats"),
+                       "io": c.get("io")}
+                for role in ("reader_stats", "antagonist_stats"):
+                    (run[role] or {}).pop("percentiles", None)
+                results["runs"].append(run)
+                results["meta"]["kernel"] = got["kernel"]
+                print("%s + %s: %s" % (config, antagonist, json.dumps(run["evaluation"])), flush=True)
+    results["meta"]["accel"] = accel()
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    text = markdown(results)
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write(text)
+    print(text)
+    if a.record:
+        stem = os.path.join(HERE, "results", "%s-%s-%s-vrate-pin-results" % (
+            results["meta"]["date"][:10], a.guest, results["meta"]["accel"]))
+        for ext in ("json", "md"):
+            shutil.copy(os.path.join(a.out, "results." + ext), stem + "." + ext)
+        print("recorded %s.{json,md}" % os.path.relpath(stem, REPO))
+
+
+if __name__ == "__main__":
+    main()
