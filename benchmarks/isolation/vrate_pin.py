@@ -143,7 +143,7 @@ def exporter_run(name, facts):
     res = subprocess.run(LAB + ["ssh", name, "--", cmd], capture_output=True, text=True, check=False, timeout=120)
     if res.returncode != 0:
         raise RuntimeError("exporter run failed (rc %d): %s" % (res.returncode, res.stderr.strip()[-1000:]))
-    stamp, _, text = res.stdout.partition("\n")
+    stamp, text = res.stdout.split("\n", 1)
     return float(stamp), text
 
 
