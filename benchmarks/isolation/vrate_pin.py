@@ -207,11 +207,18 @@ def markdown(results):
         "%s; disk %s device-bound at %s; %s in inference.slice against each antagonist in training.slice, "
         "%d s each (+%d s ramp); aiinfra-io-metrics.service run every %s s, its textfile collected." % (
             m["date"], m["device"], m.get("disk_capacity"), m["reader"], m["seconds"], m["ramp"], m["interval"]),
-        "Calibrated model (lab-nvme-a): %s." % json.dumps(cal), "",
+        "QEMU processes on the machine before the boot: %s (load average %s)." % (
+            m.get("qemu_processes_before"), ", ".join("%.1f" % x for x in m.get("loadavg_before") or ())), "",
+        "", "Calibrated model (lab-nvme-a): %s." % json.dumps(cal), "",
         "AtMin / AtMax rule: the alert's expression with the measured window as its [10m] (their `for: 20m` is not "
-        "shown). at min / at max: busy exporter runs (the slices' reads + writes grew) within 1%% of the bound. "
-        "guest.py vrate: cost.vrate read twice a second in the guest during the cell (%%), a cross-check.", "",
+        "shown). at min / at max: busy exporter runs (the slices' reads + writes grew) within 1% of the bound. "
+        "guest.py vrate: cost.vrate read twice a second in the guest during the cell (%), a cross-check.", "",
         table(results), ""])
+
+
+def _qemu_count():
+    res = subprocess.run(["pgrep", "-c", "qemu-system"], capture_output=True, text=True, check=False)
+    return int(res.stdout.strip() or 0)
 
 
 def main():
@@ -235,7 +242,9 @@ def main():
     lab = bench.Lab(a.name, a.out)
     results = {"meta": {"guest": a.guest, "device": bench.DEVICE, "reader": READER, "seconds": a.seconds,
                         "ramp": a.ramp, "interval": a.interval, "exporter": facts,
-                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, "runs": []}
+                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        # the lab shares this machine's cores: other VMs slow the guest's CPU, not its throttled disk
+                        "qemu_processes_before": _qemu_count(), "loadavg_before": os.getloadavg()}, "runs": []}
     with vm(a):
         lab.write_inventory()
         results["meta"]["disk_capacity"] = disk_capacity(a.name, bench.DEVICE)
