@@ -42,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(REPO, ".cache", "collections")]
 import bench  # noqa: E402  pylint: disable=wrong-import-position
+import guest  # noqa: E402  pylint: disable=wrong-import-position
 from labvm import LAB, accel, add_vm_args, disk_capacity, vm  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._metrics import PREFIX  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -102,28 +103,56 @@ def evaluate(points):
     """The two alert conditions over a series of points ({"t", "vrate", "min", "max", "ios"}, in time order).
 
     busy: the slices' reads + writes grew since the previous point (a counter that went down was reset, and
-    its new value is the growth, as in Prometheus' rate()). The fractions count busy points at a bound; the
-    `*_rule` verdicts are the rules' expressions with the whole series as their window: max (min) of vrate over
-    every point at or below min * 1.01 (at or above max * 0.99), and I/O in the window."""
+    its new value is the growth, as in Prometheus' rate()). The fractions count busy points at a bound, the
+    longest stretches consecutive ones (points, and seconds from the first to the last). The `*_rule` verdicts are
+    the rules' expressions with the load's span (first to last busy point, idle ones between included, as
+    max_over_time sees them) as their window: max (min) of vrate at or below min * 1.01 (at or above max * 0.99).
+    The points before the load started are left out: in a rule's steady [10m] window every point is busy."""
     pts = [p for p in points if p.get("vrate") is not None and p.get("ios") is not None]
-    busy, growth = [], 0.0
+    flags, growth = [False], 0.0
     for prev, cur in zip(pts, pts[1:]):
         inc = cur["ios"] - prev["ios"] if cur["ios"] >= prev["ios"] else cur["ios"]
         growth += inc
-        if inc > 0:
-            busy.append(cur)
+        flags.append(inc > 0)
+    busy = [p for p, b in zip(pts, flags) if b]
     res = {"points": len(pts), "busy": len(busy), "io_growth": growth}
     if not busy:
-        return dict(res, vrate=None, at_min_fraction=None, at_max_fraction=None, at_min_rule=False, at_max_rule=False)
+        return dict(res, vrate=None, at_min_fraction=None, at_max_fraction=None, at_min_longest=None,
+                    at_max_longest=None, at_min_rule=False, at_max_rule=False)
+    first, last = flags.index(True), len(flags) - 1 - flags[::-1].index(True)
+    window = [p["vrate"] for p in pts[first:last + 1]]
     v = [p["vrate"] for p in busy]
-    at_min = [p for p in busy if p["min"] is not None and p["vrate"] <= p["min"] * AT_MIN]
-    at_max = [p for p in busy if p["max"] is not None and p["vrate"] >= p["max"] * AT_MAX]
-    window = [p["vrate"] for p in pts]
     lo, hi = pts[-1]["min"], pts[-1]["max"]
+    at_min = [b and p["min"] is not None and p["vrate"] <= p["min"] * AT_MIN for p, b in zip(pts, flags)]
+    at_max = [b and p["max"] is not None and p["vrate"] >= p["max"] * AT_MAX for p, b in zip(pts, flags)]
     return dict(res, vrate={"mean": sum(v) / len(v), "min": min(v), "max": max(v)},
-                at_min_fraction=len(at_min) / len(busy), at_max_fraction=len(at_max) / len(busy),
+                at_min_fraction=sum(at_min) / len(busy), at_max_fraction=sum(at_max) / len(busy),
+                at_min_longest=_longest(pts, at_min), at_max_longest=_longest(pts, at_max),
                 at_min_rule=bool(lo is not None and max(window) <= lo * AT_MIN),
                 at_max_rule=bool(hi is not None and min(window) >= hi * AT_MAX))
+
+
+def _longest(pts, flags):
+    """The longest run of consecutive flagged points: {"points", "seconds"} (first to last of them)."""
+    best, start = {"points": 0, "seconds": 0.0}, None
+    for i, flag in enumerate(flags + [False]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            if i - start > best["points"]:
+                best = {"points": i - start, "seconds": round(pts[i - 1]["t"] - pts[start]["t"], 1)}
+            start = None
+    return best
+
+
+def model_rate(model, vrate, profiles):
+    """The I/Os per second iocost allows at this vrate when every job is a 4k random read (rrandiops * vrate), None
+    for other loads: what the model says the disk does, beside what it did."""
+    for profile in profiles:
+        argv = guest.PROFILES[profile][1]
+        if "--rw=randread" not in argv or "--bs=4k" not in argv:
+            return None
+    return float(model["rrandiops"]) * vrate if model.get("rrandiops") else None
 
 
 def role_facts():
@@ -174,22 +203,31 @@ def measure(lab, antagonist, a, facts):
 
 
 def table(results):
-    lines = ["| configuration | antagonist | model in force (rrandiops, rbps) | QoS | exporter runs (busy) "
-             "| vrate mean / min / max | at min | at max | AtMin rule | AtMax rule | guest.py vrate mean / min / max "
-             "| reader IOPS | antagonist IOPS |", "|" + "---|" * 13]
+    lines = ["| configuration | antagonist | model in force (ctrl: rrandiops, rbps) | QoS | exporter runs (busy) "
+             "| vrate mean / min / max | at min (longest) | at max | AtMin rule | AtMax rule "
+             "| guest.py vrate mean / min / max | reader IOPS | antagonist IOPS | rrandiops x vrate mean |",
+             "|" + "---|" * 14]
     for r in results["runs"]:
         ev, gv = r["evaluation"], r.get("guest_vrate") or {}
         model = dict(kv.split("=", 1) for kv in (r["settings"].get("io.cost.model") or "").split()[1:])
         qos = dict(kv.split("=", 1) for kv in (r["settings"].get("io.cost.qos") or "").split()[1:])
         vr = ev["vrate"]
-        lines.append("| %s | %s | %s: %s, %s | %s rlat=%s min=%s max=%s | %d (%d) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["config"], r["antagonist"], model.get("ctrl"), model.get("rrandiops"), model.get("rbps"),
-            qos.get("ctrl"), qos.get("rlat"), qos.get("min"), qos.get("max"), ev["points"], ev["busy"],
-            "%.1f%% / %.1f%% / %.1f%%" % (100 * vr["mean"], 100 * vr["min"], 100 * vr["max"]) if vr else "-",
-            "%.0f%%" % (100 * ev["at_min_fraction"]) if vr else "-", "%.0f%%" % (100 * ev["at_max_fraction"]) if vr else "-",
-            "fires" if ev["at_min_rule"] else "no", "fires" if ev["at_max_rule"] else "no",
-            "%.1f%% / %.1f%% / %.1f%%" % (gv["mean"], gv["min"], gv["max"]) if gv else "-",
-            _iops(r, "reader"), _iops(r, "antagonist")))
+        allowed = model_rate(model, vr["mean"], (READER, r["antagonist"])) if vr else None
+        cells = [r["config"], r["antagonist"], "%s: %s, %s" % (model.get("ctrl"), model.get("rrandiops"), model.get("rbps")),
+                 "%s rpct=%s rlat=%s min=%s max=%s" % (qos.get("ctrl"), qos.get("rpct"), qos.get("rlat"), qos.get("min"),
+                                                       qos.get("max")),
+                 "%d (%d)" % (ev["points"], ev["busy"])]
+        if vr:
+            cells += ["%.1f%% / %.1f%% / %.1f%%" % (100 * vr["mean"], 100 * vr["min"], 100 * vr["max"]),
+                      "%.0f%% (%d runs, %.0f s)" % (100 * ev["at_min_fraction"], ev["at_min_longest"]["points"],
+                                                    ev["at_min_longest"]["seconds"]),
+                      "%.0f%%" % (100 * ev["at_max_fraction"])]
+        else:
+            cells += ["-", "-", "-"]
+        cells += ["fires" if ev["at_min_rule"] else "no", "fires" if ev["at_max_rule"] else "no",
+                  "%.1f%% / %.1f%% / %.1f%%" % (gv["mean"], gv["min"], gv["max"]) if gv else "-",
+                  _iops(r, "reader"), _iops(r, "antagonist"), "%.0f" % allowed if allowed else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -209,10 +247,12 @@ def markdown(results):
             m["date"], m["device"], m.get("disk_capacity"), m["reader"], m["seconds"], m["ramp"], m["interval"]),
         "QEMU processes on the machine before the boot: %s (load average %s)." % (
             m.get("qemu_processes_before"), ", ".join("%.1f" % x for x in m.get("loadavg_before") or ())), "",
-        "", "Calibrated model (lab-nvme-a): %s." % json.dumps(cal), "",
-        "AtMin / AtMax rule: the alert's expression with the measured window as its [10m] (their `for: 20m` is not "
-        "shown). at min / at max: busy exporter runs (the slices' reads + writes grew) within 1% of the bound. "
-        "guest.py vrate: cost.vrate read twice a second in the guest during the cell (%), a cross-check.", "",
+        "Calibrated model (lab-nvme-a): %s." % json.dumps(cal), "",
+        "AtMin / AtMax rule: the alert's expression with the load's span as its [10m] (their `for: 20m` is not "
+        "shown). at min / at max: busy exporter runs (the slices' reads + writes grew) within 1% of the bound; longest: "
+        "consecutive ones. guest.py vrate: cost.vrate read twice a second in the guest during the cell (%), a "
+        "cross-check. rrandiops x vrate mean: the 4k random reads per second iocost allowed (both jobs are 4k random "
+        "reads), beside the reader's and the antagonist's IOPS from fio.", "",
         table(results), ""])
 
 
@@ -233,7 +273,14 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "vrate-pin"))
     ap.add_argument("--record", action="store_true",
                     help="also copy results.{json,md} to benchmarks/isolation/results/<date>-<guest>-<accel>-vrate-pin-*")
+    ap.add_argument("--from-json", help="only write results.md (and --record) again from this results.json")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            results = json.load(f)
+        for run in results["runs"]:
+            run["evaluation"] = evaluate(run["points"])
+        return write(results, os.path.abspath(a.out), a.record)
     configs = [c for c in CONFIGS if c in a.configs.split(",")]
     a.out = os.path.abspath(a.out)
     os.makedirs(a.out, exist_ok=True)
@@ -274,17 +321,22 @@ def main():
                 results["meta"]["kernel"] = got["kernel"]
                 print("%s + %s: %s" % (config, antagonist, json.dumps(run["evaluation"])), flush=True)
     results["meta"]["accel"] = accel()
-    with open(os.path.join(a.out, "results.json"), "w") as f:
+    return write(results, a.out, a.record)
+
+
+def write(results, out, record):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     text = markdown(results)
-    with open(os.path.join(a.out, "results.md"), "w") as f:
+    with open(os.path.join(out, "results.md"), "w") as f:
         f.write(text)
     print(text)
-    if a.record:
+    if record:
         stem = os.path.join(HERE, "results", "%s-%s-%s-vrate-pin-results" % (
-            results["meta"]["date"][:10], a.guest, results["meta"]["accel"]))
+            results["meta"]["date"][:10], results["meta"]["guest"], results["meta"]["accel"]))
         for ext in ("json", "md"):
-            shutil.copy(os.path.join(a.out, "results." + ext), stem + "." + ext)
+            shutil.copy(os.path.join(out, "results." + ext), stem + "." + ext)
         print("recorded %s.{json,md}" % os.path.relpath(stem, REPO))
 
 

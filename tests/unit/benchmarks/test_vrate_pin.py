@@ -137,3 +137,27 @@ def test_the_tolerances_are_the_rules():
     assert "aiinfra_io_isolation_iocost_qos_vrate_max_ratio * %s" % vp.AT_MAX in rules
     for name in (vp.VRATE,) + vp.IO_COUNTERS:
         assert name in rules
+
+
+def test_the_window_is_the_loads_span():
+    # vrate 100 % before the load (idle, as after the configuration was applied), pinned once the I/O runs
+    points = [pt(0, 1.0, 0), pt(5, 0.1, 10), pt(10, 0.1, 20), pt(15, 0.1, 30), pt(20, 0.9, 30)]
+    ev = vp.evaluate(points)
+    assert ev["at_min_rule"] and ev["busy"] == 3
+    assert ev["at_min_longest"] == {"points": 3, "seconds": 10.0}
+
+
+def test_longest_stretch_at_min():
+    points = [pt(0, 0.5, 0), pt(5, 0.1, 1), pt(10, 0.3, 2), pt(15, 0.1, 3), pt(20, 0.1, 4), pt(25, 0.1, 5),
+              pt(30, 0.1, 5), pt(35, 0.1, 6)]
+    ev = vp.evaluate(points)
+    # the idle point at 30 s breaks the stretch: at min only while the disk works
+    assert ev["at_min_longest"] == {"points": 3, "seconds": 10.0}
+    assert ev["at_max_longest"] == {"points": 0, "seconds": 0.0}
+
+
+def test_model_rate_only_for_4k_random_reads():
+    model = {"rrandiops": "8518", "rbps": "488636629"}
+    assert vp.model_rate(model, 0.5, ("randread4k", "randread64")) == 4259.0
+    assert vp.model_rate(model, 0.5, ("randread4k", "seqwrite1m")) is None
+    assert vp.model_rate({}, 0.5, ("randread4k",)) is None
