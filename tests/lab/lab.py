@@ -1083,7 +1083,7 @@ def cmd_up(a) -> None:
                 die(f"kernel {kernel} not found")
         accel = detect_accel(kernel)
         accel_args = (["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else
-                      ["-accel", "tcg,thread=multi,tb-size=512", "-cpu", "max"])
+                      ["-accel", f"tcg,thread={a.tcg_thread},tb-size=512", "-cpu", "max"])
         append = f"root=/dev/vda rw console=ttyS0 systemd.hostname={inst.name}"
         if a.append:
             append += " " + a.append
@@ -1106,7 +1106,7 @@ def cmd_up(a) -> None:
         ]
         st_base = {
             "name": inst.name, "guest": a.guest, "key": str(key),
-            "accel": accel, "kernel": str(kernel), "initrd": str(initrd) if initrd else None,
+            "accel": accel, "tcg_thread": a.tcg_thread if accel == "tcg" else None, "kernel": str(kernel), "initrd": str(initrd) if initrd else None,
             "append": append, "multipath": a.multipath, "renumber": a.renumber,
             "disk_capacity": capacity,
             "image": str(img), "overlay": str(overlay), "qmp": str(qmp_sock),
@@ -1399,6 +1399,10 @@ def main(argv=None) -> None:
     s.add_argument("--device-bound", action="store_true",
                    help=f"both NVMe drives at the lab's device-bound capacity ({DEVICE_BOUND_CAPACITY}): the disk, "
                         "not the emulator's CPU, is the bottleneck")
+    s.add_argument("--tcg-thread", choices=("multi", "single"), default="multi",
+                   help="under TCG: one host thread per vCPU (multi) or all vCPUs on one thread (single: guest "
+                        "kernels that patch their own code while the other vCPU runs it, as ftrace does when a "
+                        "kprobe attaches, see molecule/observability)")
     s.set_defaults(func=cmd_up)
     s = sub.add_parser("ssh", help="run a command in the guest: ssh NAME -- CMD...")
     s.add_argument("name")
