@@ -17,9 +17,10 @@ export ANSIBLE_COLLECTIONS_PATH := $(abspath $(CACHE)/collections):$(abspath $(C
 export ANSIBLE_NOCOLOR := 1
 export LANG := C.UTF-8
 # Tools find each other (antsibull-docs runs ansible-doc, ansible-lint runs ansible) through PATH.
-export PATH := $(abspath $(BIN)):$(PATH)
+# promtool (make promtool) for the Prometheus rule and metric tests.
+export PATH := $(abspath $(BIN)):$(abspath $(CACHE))/promtool/usr/bin:$(PATH)
 
-.PHONY: help setup apt venv tree collections check unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin
+.PHONY: help setup apt venv tree collections promtool check unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
@@ -53,7 +54,19 @@ $(CACHE)/installed/.installed: requirements/collections.txt tests/run-install-co
 
 collections: $(CACHE)/installed/.installed
 
-setup: apt venv tree collections
+# promtool checks the alert rules, their unit tests and the exporter's output (make unit). It comes out
+# of Debian's `prometheus` package unpacked into the cache, not installed: installing it starts a
+# Prometheus server on the machine.
+$(CACHE)/promtool/usr/bin/promtool:
+	rm -rf $(CACHE)/promtool && mkdir -p $(CACHE)/promtool
+	cd $(CACHE)/promtool && { apt-get download -qq prometheus 2>/dev/null \
+	  || { apt-get update -qq && apt-get download -qq prometheus; }; }
+	dpkg-deb -x $(CACHE)/promtool/prometheus_*.deb $(CACHE)/promtool && rm $(CACHE)/promtool/prometheus_*.deb
+	$@ --version | head -1
+
+promtool: $(CACHE)/promtool/usr/bin/promtool
+
+setup: apt venv tree collections promtool
 
 # A symlink tree so ansible-core finds the collection as aiinfra.io_isolation. Left alone when it
 # is right: make test runs stages side by side, and ln -sfn is not atomic.

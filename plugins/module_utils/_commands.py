@@ -128,12 +128,18 @@ class Child:
                 self.stderr = (self.stderr + text)[-self.stderr_tail:]
         return out
 
-    def drain(self, seconds):
-        """Read until both pipes close or ``seconds`` pass; returns stdout text."""
+    def drain(self, seconds, tick=None, every=1.0):
+        """Read until both pipes close or ``seconds`` pass; returns stdout text. ``tick()`` is called
+        about every ``every`` seconds meanwhile (work that must happen while the child runs)."""
         deadline = self.clock() + seconds
+        next_tick = self.clock()
         out = ""
         while self._fds:
-            left = deadline - self.clock()
+            now = self.clock()
+            if tick is not None and now >= next_tick:
+                tick()
+                next_tick = now + every
+            left = deadline - now
             if left <= 0:
                 break
             out += self.read(min(left, 0.5))

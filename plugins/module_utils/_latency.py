@@ -188,8 +188,9 @@ def log2_histogram(buckets):
 
 
 class Cgroups:
-    """cgroup v2 ids (the directory's inode number) to paths below the root. Scan before the window
-    too: a cgroup removed before the window ends (a job that finished) keeps its name."""
+    """cgroup v2 ids (the directory's inode number) to paths below the root. Scanned during the window
+    too (each scan adds to the last): a cgroup removed before the window ends (a job that finished)
+    keeps its name."""
 
     def __init__(self, root=CGROUP_ROOT):
         self.root = root
@@ -286,13 +287,14 @@ def check_host(which, geteuid=None, exists=None, root=CGROUP_ROOT):
     return problems
 
 
-def sample(bpftrace, seconds, popen=subprocess.Popen, clock=time.monotonic):
-    """Run the program for ``seconds``; returns (stdout, stderr, elapsed)."""
+def sample(bpftrace, seconds, popen=subprocess.Popen, clock=time.monotonic, tick=None):
+    """Run the program for ``seconds``, calling ``tick()`` about every second meanwhile; returns
+    (stdout, stderr, elapsed)."""
     argv = [bpftrace, "-f", "json", "-e", program(seconds)]
     started = clock()
     child = Child(popen, argv, clock, preexec_fn=_die_with_parent)
     try:
-        out = child.drain(seconds + STARTUP_GRACE)
+        out = child.drain(seconds + STARTUP_GRACE, tick=tick)
         if child.open:
             out += child.stop()
             raise LatencyError("bpftrace did not end %d s after a %d s window and was stopped; it said: %s"
@@ -322,8 +324,8 @@ def run(params, fs, runner, popen=subprocess.Popen, cgroups=None, resolve=None):
     bpftrace = runner.which("bpftrace")
     _rc, version, _err = runner.run([bpftrace, "--version"])
     cgroups = cgroups or Cgroups()
-    cgroups.scan()
-    out, _err, elapsed = sample(bpftrace, seconds, popen=popen)
+    # scanned every second of the window: a job's cgroup that appears and ends inside it keeps its name
+    out, _err, elapsed = sample(bpftrace, seconds, popen=popen, tick=cgroups.scan)
     counts, lost = parse(out)
     rows = summarize(counts, fs, cgroups, depth=depth, devices=devices,
                      only=set(params.get("cgroups") or []) or None)

@@ -207,9 +207,9 @@ class Collector:
             self.problems.append("bpftrace is not installed: no latency histogram (Debian: apt install bpftrace)")
         else:
             cgroups = _latency.Cgroups(root)
-            cgroups.scan()      # before the window: a cgroup gone by its end keeps its name
             try:
-                out, _err, _elapsed = _latency.sample(bpftrace, seconds)
+                # scanned each second of the window: a cgroup gone by its end keeps its name
+                out, _err, _elapsed = _latency.sample(bpftrace, seconds, tick=cgroups.scan)
                 counts, lost = _latency.parse(out)
             except (_latency.LatencyError, ValueError) as e:
                 self.problems.append("latency probe: %s" % getattr(e, "msg", e))

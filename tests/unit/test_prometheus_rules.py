@@ -13,7 +13,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RULES = os.path.join(REPO, "prometheus")
 PROMTOOL = shutil.which("promtool")
 
-pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus')")
+pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (make promtool unpacks it from Debian's prometheus package)")
 
 
 def promtool(*args, cwd=RULES):

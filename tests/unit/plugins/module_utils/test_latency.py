@@ -206,3 +206,17 @@ def test_a_cgroup_removed_during_the_window_keeps_the_name_scanned_before(host):
     assert groups.name(cgid(host, "inference.slice/late.service"), 0) == "/inference.slice/late.service"
     assert groups.name(cg, 0) == "/training.slice/job.service"     # the rescan kept what the first scan saw
     assert groups.name(cg, 1) == "/training.slice"
+
+
+@pytest.mark.parametrize("tick", [True, False])
+def test_a_job_that_starts_and_ends_inside_the_window_keeps_its_name(host, tmp_path, tick):
+    # the probe runs 2.5 s; a job's cgroup lives from 0.2 s to 1.8 s of it, unseen before and after
+    groups = lat.Cgroups(host.path("/sys/fs/cgroup"))
+    job = host.path("/sys/fs/cgroup/training.slice/ckpt.service")
+    idfile = tmp_path / "id"
+    tool = fake_bpftrace(tmp_path, "import os\ntime.sleep(0.2)\nos.mkdir(%r)\nopen(%r, 'w').write(str(os.stat(%r).st_ino))\n"
+                                   "time.sleep(1.6)\nos.rmdir(%r)\ntime.sleep(0.7)\nprint('{}')"
+                         % (job, str(idfile), job, job))
+    lat.sample(tool, 2, tick=groups.scan if tick else None)
+    expected = "/training.slice/ckpt.service" if tick else "cgroup id %s (removed)" % idfile.read_text()
+    assert groups.name(int(idfile.read_text()), 0) == expected

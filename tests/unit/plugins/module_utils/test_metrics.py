@@ -191,7 +191,7 @@ def test_stdout_and_no_verify_file(tmp_path, capsys):
 PROMTOOL = shutil.which("promtool")
 
 
-@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus')")
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (make promtool unpacks it from Debian's prometheus package)")
 @pytest.mark.parametrize("kind", ["lab", "no-iocost-no-psi"])
 def test_promtool_check_metrics_is_clean(tmp_path, kind):
     h = lab_host(tmp_path, iocost=kind == "lab", psi=kind == "lab")
@@ -200,7 +200,7 @@ def test_promtool_check_metrics_is_clean(tmp_path, kind):
     assert proc.returncode == 0 and not proc.stdout.strip() and not proc.stderr.strip(), proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus')")
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (make promtool unpacks it from Debian's prometheus package)")
 def test_promtool_would_catch_a_bad_name(tmp_path):
     # the check above can fail: the same output with a counter that lacks _total is refused
     bad = text(lab_host(tmp_path)).replace("slice_io_reads_total", "slice_io_reads")
@@ -261,7 +261,7 @@ def test_latency_without_bpftrace_is_a_counted_problem(tmp_path):
     assert "slice_io_latency_seconds" not in m.render(c)
 
 
-@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package 'prometheus')")
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (make promtool unpacks it from Debian's prometheus package)")
 def test_promtool_accepts_the_latency_histogram(tmp_path):
     h = lab_host(tmp_path)
     out = m.render(m.collect(KernelFS(h.root), latency_seconds=1, latency_state=str(tmp_path / "s.json"),
