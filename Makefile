@@ -120,7 +120,7 @@ lab-kernel:
 # Molecule scenarios on real kernels, one make stage each (lab-test-<scenario>): calibration
 # (Debian 13), colocated (both guests at once), debian12 (6.1) and debian13 (6.12) at once
 # (scenario "guests"), custom-kernel (the lab's 6.1 with io.latency and io.prio.class), observability
-# (io_latency, the latency objective and the metrics on both guests; in make lab-test, not in make test).
+# (io_latency against fio, the latency objective and the metrics on both guests, one after the other).
 LAB_SCENARIOS := calibration colocated guests custom-kernel observability
 LAB_STAGES := $(addprefix lab-test-,$(LAB_SCENARIOS))
 lab-test: lab-images
@@ -141,7 +141,7 @@ comma := ,
 empty :=
 space := $(empty) $(empty)
 TEST_STAGES := $(subst $(space),$(comma),$(CHECK_STAGES) test-newest bench-isolation-smoke)+lab-test-calibration,lab-test-custom-kernel \
-               lab-test-colocated lab-test-guests
+               lab-test-colocated lab-test-guests lab-test-observability
 test: setup
 	bash tests/run-stages.sh $(TEST_STAGES)
 
