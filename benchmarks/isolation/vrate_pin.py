@@ -8,13 +8,22 @@ model overstates (understates) the disk. On the device-bound lab disk the kernel
 promises about twice what QEMU lets the disk do, and the calibration recovers the real capacity, so the
 two models are a known wrong one and a known right one on the same disk.
 
+The first run showed neither alert firing on those: with the roles' QoS the latency target, not the model,
+sets vrate. The gross configurations are the errors the alerts are for, applied through the roles (an explicit
+io_baseline_iocost_models entry for lab-nvme-b, which wins over the calibration database, and
+io_baseline_iocost_qos): `model_x20`, the calibrated model times 20 (at the QoS min of 10% it still allows
+twice the disk, so nothing is throttled while the latency target is missed), and `model_div4_max150`, a quarter
+of it with the QoS max lowered to 150% (at max it allows 37.5% of the disk, so the tenants are throttled while
+the latency target is met).
+
 Boots (or reuses) a device-bound lab VM (bench.py's, labvm.py's options), calibrates lab-nvme-a once
-(bench.py's calibrate(), or --calibration-db), prepares lab-nvme-b as bench.py does, installs the io_metrics
-role (io_metrics.yml, no latency histogram), and for each configuration (bench.py's apply(): `roles` with
-the kernel's class, `roles_calibrated`, `iocost_default`) and each antagonist runs guest.py's `cells` (the
-benchmark's reader in inference.slice, the antagonist in training.slice, --seconds long) while the controller
-starts aiinfra-io-metrics.service every --interval seconds and collects the textfile it writes. The samples
-are the exporter's metrics, parsed from the Prometheus text format; guest.py's own twice-a-second reading of
+(bench.py's calibrate(), or --calibration-db; the gross configurations only need the calibrated model, which
+--model-from takes from a recorded results.json instead), prepares lab-nvme-b as bench.py does, installs the
+io_metrics role (io_metrics.yml, no latency histogram), and for each configuration (bench.py's apply(): `roles`
+with the kernel's class, `roles_calibrated`, the gross ones, `iocost_default`; --configs picks some) and each
+antagonist runs guest.py's `cells` (the benchmark's reader in inference.slice, the antagonist in training.slice,
+--seconds long) while the controller starts aiinfra-io-metrics.service every --interval seconds and collects
+the textfile it writes. The samples are the exporter's metrics, parsed from the Prometheus text format; guest.py's own twice-a-second reading of
 cost.vrate during the cell is kept beside them as a cross-check of the exporter.
 
 Each series is judged as the rules judge theirs (the measured window stands in for their [10m]; their
@@ -43,10 +52,15 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(REPO, ".cache", "collections")]
 import bench  # noqa: E402  pylint: disable=wrong-import-position
 import guest  # noqa: E402  pylint: disable=wrong-import-position
-from labvm import LAB, accel, add_vm_args, disk_capacity, vm  # noqa: E402  pylint: disable=wrong-import-position
+from labvm import LAB, accel, add_vm_args, disk_capacity, module_utils, vm  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._metrics import PREFIX  # noqa: E402  pylint: disable=wrong-import-position
 
-CONFIGS = ("roles", "roles_calibrated", "iocost_default")
+# Gross model errors: the factor on each of the calibrated model's coefficients and the change to the roles' QoS.
+GROSS = {"model_x20": (20, {}), "model_div4_max150": (0.25, {"max": 150})}
+# iocost_default last, as in bench.py: with the kernel's QoS iocost may step its class, which a later user QoS keeps.
+CONFIGS = ("roles", "roles_calibrated") + tuple(GROSS) + ("iocost_default",)
+# Configurations whose model is the calibration database's (the others need no calibration, or only its model).
+NEEDS_DB = ("roles_calibrated",)
 READER = "randread4k"
 ANTAGONISTS = ("randread64", "seqwrite1m")
 IO_METRICS_PLAYBOOK = os.path.join(HERE, "io_metrics.yml")
@@ -55,6 +69,7 @@ ROLE = os.path.join(REPO, "roles", "io_metrics")
 AT_MIN, AT_MAX = 1.01, 0.99
 VRATE, QOS_MIN, QOS_MAX = PREFIX + "iocost_vrate_ratio", PREFIX + "iocost_qos_vrate_min_ratio", PREFIX + "iocost_qos_vrate_max_ratio"
 IO_COUNTERS = (PREFIX + "slice_io_reads_total", PREFIX + "slice_io_writes_total")
+COST_COEFS = module_utils("_codecs").COST_COEFS
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?$")
 _LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
@@ -155,6 +170,36 @@ def model_rate(model, vrate, profiles):
     return float(model["rrandiops"]) * vrate if model.get("rrandiops") else None
 
 
+def gross_vars(config, model, role_qos):
+    """The roles' variables for a gross configuration: lab-nvme-b's explicit model, the calibrated `model` with every
+    coefficient times the factor (whole numbers, as io.cost.model holds them), and the roles' QoS `role_qos` with
+    the configuration's change."""
+    factor, qos_change = GROSS[config]
+    missing = [k for k in COST_COEFS if not model.get(k)]
+    if missing:
+        raise SystemExit("%s: the calibrated model lacks %s" % (config, ", ".join(missing)))
+    scaled = {k: max(1, int(round(float(model[k]) * factor))) for k in COST_COEFS}
+    return {"io_baseline_iocost_models": {bench.DEVICE: scaled}, "io_baseline_iocost_qos": dict(role_qos, **qos_change)}
+
+
+def apply(lab, config, db, model):
+    """Put the host into `config` through the collection (bench.py's apply(); a gross configuration is its `roles`
+    with gross_vars()); the seconds it took."""
+    if config in GROSS:
+        return bench.apply(lab, "roles", False, db, gross_vars(config, model, bench.role_qos()))
+    return bench.apply(lab, config, False, db)
+
+
+def recorded_model(path):
+    """The calibrated model a recorded results.json (this benchmark's or bench.py's) holds."""
+    with open(path) as f:
+        results = json.load(f)
+    model = (results.get("calibration") or {}).get("model")
+    if not model:
+        raise SystemExit("%s holds no calibration model" % path)
+    return model
+
+
 def role_facts():
     """Where the io_metrics role puts the exporter's output and what its service is called: read from the role."""
     import yaml  # the controller's virtualenv has it (ansible-core)
@@ -204,8 +249,8 @@ def measure(lab, antagonist, a, facts):
 
 def table(results):
     lines = ["| configuration | antagonist | model in force (ctrl: rrandiops, rbps) | QoS | exporter runs (busy) "
-             "| vrate mean / min / max | at min (longest) | at max | AtMin rule | AtMax rule "
-             "| guest.py vrate mean / min / max | reader IOPS | antagonist IOPS | rrandiops x vrate mean |",
+             "| vrate mean / min / max | at min (longest) | at max (longest) | AtMin rule | AtMax rule "
+             "| guest.py vrate mean / min / max | reader IOPS (MB/s) | antagonist IOPS (MB/s) | rrandiops x vrate mean |",
              "|" + "---|" * 14]
     for r in results["runs"]:
         ev, gv = r["evaluation"], r.get("guest_vrate") or {}
@@ -221,7 +266,8 @@ def table(results):
             cells += ["%.1f%% / %.1f%% / %.1f%%" % (100 * vr["mean"], 100 * vr["min"], 100 * vr["max"]),
                       "%.0f%% (%d runs, %.0f s)" % (100 * ev["at_min_fraction"], ev["at_min_longest"]["points"],
                                                     ev["at_min_longest"]["seconds"]),
-                      "%.0f%%" % (100 * ev["at_max_fraction"])]
+                      "%.0f%% (%d runs, %.0f s)" % (100 * ev["at_max_fraction"], ev["at_max_longest"]["points"],
+                                                    ev["at_max_longest"]["seconds"])]
         else:
             cells += ["-", "-", "-"]
         cells += ["fires" if ev["at_min_rule"] else "no", "fires" if ev["at_max_rule"] else "no",
@@ -233,7 +279,7 @@ def table(results):
 
 def _iops(run, role):
     st = run.get(role + "_stats") or {}
-    return "%.0f" % st["iops"] if st.get("iops") else "-"
+    return "%.0f (%.1f MB/s)" % (st["iops"], st.get("bw_bytes", 0) / 1e6) if st.get("iops") else "-"
 
 
 def markdown(results):
@@ -247,13 +293,28 @@ def markdown(results):
             m["date"], m["device"], m.get("disk_capacity"), m["reader"], m["seconds"], m["ramp"], m["interval"]),
         "QEMU processes on the machine before the boot: %s (load average %s)." % (
             m.get("qemu_processes_before"), ", ".join("%.1f" % x for x in m.get("loadavg_before") or ())), "",
-        "Calibrated model (lab-nvme-a): %s." % json.dumps(cal), "",
+        "Calibrated model (lab-nvme-a): %s." % json.dumps(cal), ""] + _gross_lines(results) + [
         "AtMin / AtMax rule: the alert's expression with the load's span as its [10m] (their `for: 20m` is not "
         "shown). at min / at max: busy exporter runs (the slices' reads + writes grew) within 1% of the bound; longest: "
         "consecutive ones. guest.py vrate: cost.vrate read twice a second in the guest during the cell (%), a "
         "cross-check. rrandiops x vrate mean: the 4k random reads per second iocost allowed (both jobs are 4k random "
-        "reads), beside the reader's and the antagonist's IOPS from fio.", "",
+        "reads), beside the reader's and the antagonist's IOPS (and MB/s) from fio.", "",
         table(results), ""])
+
+
+def _gross_lines(results):
+    """What the gross configurations applied through the roles, and the model they scaled."""
+    gross = results["meta"].get("gross") or {}
+    if not gross:
+        return []
+    rec = (results.get("calibration") or {}).get("recorded")
+    lines = ["The gross configurations scale %s, through the roles (io_baseline_iocost_models for %s, "
+             "io_baseline_iocost_qos):" % ("the model recorded in %s (%s)" % (rec["from"], json.dumps(rec["model"]))
+                                           if rec else "the calibrated model", results["meta"]["device"]), ""]
+    for config, g in gross.items():
+        lines.append("- %s: x%s, %s; QoS %s" % (config, g["factor"], json.dumps(g["io_baseline_iocost_models"]),
+                                                json.dumps(g["io_baseline_iocost_qos"])))
+    return lines + [""]
 
 
 def _qemu_count():
@@ -270,6 +331,8 @@ def main():
     ap.add_argument("--ramp", type=int, default=2)
     ap.add_argument("--interval", type=float, default=5, help="seconds between two exporter runs")
     ap.add_argument("--calibration-db", help="an existing calibration database directory (else calibrate)")
+    ap.add_argument("--model-from", help="a recorded results.json whose calibration model the gross configurations "
+                                         "scale (else the calibration database's; roles_calibrated still needs that)")
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "vrate-pin"))
     ap.add_argument("--record", action="store_true",
                     help="also copy results.{json,md} to benchmarks/isolation/results/<date>-<guest>-<accel>-vrate-pin-*")
@@ -295,13 +358,21 @@ def main():
     with vm(a):
         lab.write_inventory()
         results["meta"]["disk_capacity"] = disk_capacity(a.name, bench.DEVICE)
-        took = bench.calibrate(lab, db) if "roles_calibrated" in configs else None
-        results["calibration"] = {"model": bench.calibrated_model(db), "seconds": took}
-        print("calibration %s: %s" % (db, json.dumps(results["calibration"])), flush=True)
+        gross = [c for c in configs if c in GROSS]
+        need_db = set(configs) & set(NEEDS_DB) or gross and not a.model_from
+        took = bench.calibrate(lab, db) if need_db else None
+        results["calibration"] = {"model": bench.calibrated_model(db), "seconds": took, "from": db}
+        if a.model_from:
+            # what the gross configurations scale: a recorded run's calibration of the same lab disk
+            results["calibration"]["recorded"] = {"model": recorded_model(a.model_from),
+                                                  "from": os.path.relpath(os.path.abspath(a.model_from), REPO)}
+        model = (results["calibration"].get("recorded") or results["calibration"])["model"]
+        results["meta"]["gross"] = {c: dict(gross_vars(c, model, bench.role_qos()), factor=GROSS[c][0]) for c in gross}
+        print("calibration: %s" % json.dumps(results["calibration"]), flush=True)
         lab.guest("prepare", {"serial": bench.DEVICE, "mount": bench.MOUNT, "files": bench.FILES})
         installed = False
         for config in configs:
-            took = bench.apply(lab, config, False, db)
+            took = apply(lab, config, db, model)
             if not installed:
                 lab.playbook(IO_METRICS_PLAYBOOK)
                 installed = True

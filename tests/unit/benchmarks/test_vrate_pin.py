@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """benchmarks/isolation/vrate_pin.py without a guest: the Prometheus text parser, the per-disk point it takes
-from one exporter run (on the exporter's own output for a lab-like host), and the two vrate alert conditions
-evaluated as prometheus/alerts.yml states them."""
+from one exporter run (on the exporter's own output for a lab-like host), the two vrate alert conditions
+evaluated as prometheus/alerts.yml states them, and the gross configurations' role variables."""
 
 import os
 import sys
@@ -15,7 +15,7 @@ sys.path.insert(0, HERE)
 from benchload import load  # noqa: E402  pylint: disable=wrong-import-position
 from metricshost import EXPECTED, ROOT_IO_STAT, lab_host  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs, _metrics  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS  # noqa: E402  pylint: disable=wrong-import-position
 
 vp = load("isolation", "vrate_pin")
@@ -161,3 +161,77 @@ def test_model_rate_only_for_4k_random_reads():
     assert vp.model_rate(model, 0.5, ("randread4k", "randread64")) == 4259.0
     assert vp.model_rate(model, 0.5, ("randread4k", "seqwrite1m")) is None
     assert vp.model_rate({}, 0.5, ("randread4k",)) is None
+
+
+CALIBRATED = {"rbps": 401649061, "rrandiops": 3994, "rseqiops": 3991, "wbps": 402474307, "wrandiops": 3992,
+              "wseqiops": 3990}
+RECORDED = os.path.join(HERE, "..", "..", "..", "benchmarks", "isolation", "results",
+                        "2026-12-04-debian12-tcg-vrate-pin-results.json")
+
+
+@pytest.mark.parametrize("config", sorted(vp.GROSS))
+def test_gross_vars_scale_every_coefficient_and_change_only_the_qos_given(config):
+    factor, change = vp.GROSS[config]
+    role_qos = vp.bench.role_qos()
+    got = vp.gross_vars(config, CALIBRATED, role_qos)
+    model = got["io_baseline_iocost_models"][vp.bench.DEVICE]
+    assert model == {k: round(CALIBRATED[k] * factor) for k in _codecs.COST_COEFS}
+    assert got["io_baseline_iocost_qos"] == dict(role_qos, **change)
+    assert set(got) == {"io_baseline_iocost_models", "io_baseline_iocost_qos"}
+    # what the iocost module will write: the collection's own codecs accept both
+    assert _codecs.IO_COST_MODEL.validate({"259:0": model}) == []
+    assert _codecs.IO_COST_QOS.validate({"259:0": dict(got["io_baseline_iocost_qos"], enable=1, ctrl="user")}) == []
+
+
+def test_the_gross_configurations_are_the_errors_each_alert_is_for():
+    # With the roles' QoS, model_x20 at the vrate floor still allows more than the model's own coefficients (the
+    # calibrated disk): nothing is throttled, so iocost can only lower vrate on missed latency - down to the floor.
+    # model_div4_max150 at its ceiling allows less than the disk: the tenants are throttled while the disk has room.
+    role_qos = vp.bench.role_qos()
+    factor, change = vp.GROSS["model_x20"]
+    assert factor * dict(role_qos, **change)["min"] / 100.0 > 1
+    factor, change = vp.GROSS["model_div4_max150"]
+    assert factor * dict(role_qos, **change)["max"] / 100.0 < 1
+
+
+def test_gross_vars_refuse_a_model_without_all_six_coefficients():
+    partial = dict(CALIBRATED)
+    del partial["wrandiops"]
+    with pytest.raises(SystemExit, match="wrandiops"):
+        vp.gross_vars("model_x20", partial, vp.bench.role_qos())
+    with pytest.raises(SystemExit, match="rbps"):
+        vp.gross_vars("model_x20", dict(CALIBRATED, rbps=None), vp.bench.role_qos())
+
+
+def test_apply_gives_the_gross_configurations_to_the_roles_without_a_database(monkeypatch):
+    calls = []
+    monkeypatch.setattr(vp.bench, "apply", lambda *args: calls.append(args) or 1.5)
+    assert vp.apply("lab", "model_div4_max150", "/db", CALIBRATED) == 1.5
+    assert vp.apply("lab", "roles_calibrated", "/db", CALIBRATED) == 1.5
+    assert calls[0] == ("lab", "roles", False, "/db",
+                        vp.gross_vars("model_div4_max150", CALIBRATED, vp.bench.role_qos()))
+    assert calls[1] == ("lab", "roles_calibrated", False, "/db")
+
+
+def test_the_first_runs_configurations_stay_selectable_and_iocost_default_stays_last():
+    assert set(("roles", "roles_calibrated", "iocost_default")) | set(vp.GROSS) == set(vp.CONFIGS)
+    assert vp.CONFIGS[-1] == "iocost_default"
+
+
+def test_recorded_model_is_the_recorded_calibration(tmp_path):
+    assert vp.recorded_model(RECORDED) == CALIBRATED
+    empty = tmp_path / "results.json"
+    empty.write_text('{"calibration": {"model": null}}')
+    with pytest.raises(SystemExit, match="no calibration model"):
+        vp.recorded_model(str(empty))
+
+
+def test_markdown_names_what_the_gross_configurations_applied():
+    qos = vp.bench.role_qos()
+    results = {"meta": {"guest": "g", "accel": "tcg", "kernel": "k", "date": "d", "device": "lab-nvme-b",
+                        "disk_capacity": None, "reader": "randread4k", "seconds": 1, "ramp": 0, "interval": 5,
+                        "gross": {"model_x20": dict(vp.gross_vars("model_x20", CALIBRATED, qos), factor=20)}},
+               "calibration": {"model": None, "recorded": {"model": CALIBRATED, "from": "rec.json"}}, "runs": []}
+    text = vp.markdown(results)
+    assert "the model recorded in rec.json" in text
+    assert "- model_x20: x20, " in text and '"rrandiops": 79880' in text
