@@ -13,8 +13,11 @@ sets vrate. The gross configurations are the errors the alerts are for, applied 
 io_baseline_iocost_models entry for lab-nvme-b, which wins over the calibration database, and
 io_baseline_iocost_qos): `model_x20`, the calibrated model times 20 (at the QoS min of 10% it still allows
 twice the disk, so nothing is throttled while the latency target is missed), and `model_div4_max150`, a quarter
-of it with the QoS max lowered to 150% (at max it allows 37.5% of the disk, so the tenants are throttled while
-the latency target is met).
+of it with the QoS max lowered to 150% (at max it allows 37.5% of the disk, so the tenants stay throttled and
+iocost raises vrate to max - as long as the latency target is met). `model_div4_max150_nolat` is that with rpct
+and wpct 0 (no latency counts as missed, as in the kernel's own QoS), the only difference: on the lab the roles'
+latency target held vrate at 12-62% under model_div4_max150 (results/2026-12-04-debian12-tcg-vrate-pin-gross-*),
+and without it vrate sat at max (...-gross-nolat-*).
 
 Boots (or reuses) a device-bound lab VM (bench.py's, labvm.py's options), calibrates lab-nvme-a once
 (bench.py's calibrate(), or --calibration-db; the gross configurations only need the calibrated model, which
@@ -32,7 +35,7 @@ min(vrate) >= qos max * 0.99, both only while the slices' reads + writes on the 
 the fraction of busy samples at each bound.
 
 Writes results.json and results.md under --out; --record copies them to
-results/<date>-<guest>-<accel>-vrate-pin-results.{json,md}.
+results/<date>-<guest>-<accel>-vrate-pin-results.{json,md} (with --record-tag T, ...-vrate-pin-T-results).
 
   .venv/bin/python benchmarks/isolation/vrate_pin.py            (or: make bench-vrate-pin)
 """
@@ -56,7 +59,9 @@ from labvm import LAB, accel, add_vm_args, disk_capacity, module_utils, vm  # no
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._metrics import PREFIX  # noqa: E402  pylint: disable=wrong-import-position
 
 # Gross model errors: the factor on each of the calibrated model's coefficients and the change to the roles' QoS.
-GROSS = {"model_x20": (20, {}), "model_div4_max150": (0.25, {"max": 150})}
+GROSS = {"model_x20": (20, {}), "model_div4_max150": (0.25, {"max": 150}),
+         # the same without the latency targets (rpct/wpct 0: no latency counts as missed, as in the kernel's own QoS)
+         "model_div4_max150_nolat": (0.25, {"max": 150, "rpct": 0, "wpct": 0})}
 # iocost_default last, as in bench.py: with the kernel's QoS iocost may step its class, which a later user QoS keeps.
 CONFIGS = ("roles", "roles_calibrated") + tuple(GROSS) + ("iocost_default",)
 # Configurations whose model is the calibration database's (the others need no calibration, or only its model).
@@ -336,6 +341,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "vrate-pin"))
     ap.add_argument("--record", action="store_true",
                     help="also copy results.{json,md} to benchmarks/isolation/results/<date>-<guest>-<accel>-vrate-pin-*")
+    ap.add_argument("--record-tag", help="--record as <date>-<guest>-<accel>-vrate-pin-<tag>-results.{json,md}")
     ap.add_argument("--from-json", help="only write results.md (and --record) again from this results.json")
     a = ap.parse_args()
     if a.from_json:
@@ -343,7 +349,7 @@ def main():
             results = json.load(f)
         for run in results["runs"]:
             run["evaluation"] = evaluate(run["points"])
-        return write(results, os.path.abspath(a.out), a.record)
+        return write(results, os.path.abspath(a.out), a.record, a.record_tag)
     configs = [c for c in CONFIGS if c in a.configs.split(",")]
     a.out = os.path.abspath(a.out)
     os.makedirs(a.out, exist_ok=True)
@@ -392,10 +398,10 @@ def main():
                 results["meta"]["kernel"] = got["kernel"]
                 print("%s + %s: %s" % (config, antagonist, json.dumps(run["evaluation"])), flush=True)
     results["meta"]["accel"] = accel()
-    return write(results, a.out, a.record)
+    return write(results, a.out, a.record, a.record_tag)
 
 
-def write(results, out, record):
+def write(results, out, record, tag=None):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
@@ -404,8 +410,8 @@ def write(results, out, record):
         f.write(text)
     print(text)
     if record:
-        stem = os.path.join(HERE, "results", "%s-%s-%s-vrate-pin-results" % (
-            results["meta"]["date"][:10], results["meta"]["guest"], results["meta"]["accel"]))
+        stem = os.path.join(HERE, "results", "%s-%s-%s-vrate-pin-%sresults" % (
+            results["meta"]["date"][:10], results["meta"]["guest"], results["meta"]["accel"], tag + "-" if tag else ""))
         for ext in ("json", "md"):
             shutil.copy(os.path.join(out, "results." + ext), stem + "." + ext)
         print("recorded %s.{json,md}" % os.path.relpath(stem, REPO))

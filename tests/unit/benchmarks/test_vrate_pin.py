@@ -235,3 +235,21 @@ def test_markdown_names_what_the_gross_configurations_applied():
     text = vp.markdown(results)
     assert "the model recorded in rec.json" in text
     assert "- model_x20: x20, " in text and '"rrandiops": 79880' in text
+
+
+def test_the_nolat_variant_differs_from_model_div4_max150_only_in_the_latency_targets():
+    # the comparison that shows which input held vrate below max: the same model and max, latency never missed
+    (f1, q1), (f2, q2) = vp.GROSS["model_div4_max150"], vp.GROSS["model_div4_max150_nolat"]
+    assert f1 == f2 and dict(q1, rpct=0, wpct=0) == q2
+
+
+@pytest.mark.parametrize("tag, stem", [(None, "2026-12-04-g-tcg-vrate-pin-results"),
+                                       ("gross", "2026-12-04-g-tcg-vrate-pin-gross-results")])
+def test_record_names_the_files_with_the_tag(tmp_path, monkeypatch, tag, stem):
+    monkeypatch.setattr(vp, "HERE", str(tmp_path))
+    (tmp_path / "results").mkdir()
+    results = {"meta": {"guest": "g", "accel": "tcg", "kernel": "k", "date": "2026-12-04T10:00:00Z",
+                        "device": "lab-nvme-b", "reader": "randread4k", "seconds": 1, "ramp": 0, "interval": 5},
+               "runs": []}
+    vp.write(results, str(tmp_path / "out"), True, tag)
+    assert sorted(os.listdir(str(tmp_path / "results"))) == [stem + ".json", stem + ".md"]
