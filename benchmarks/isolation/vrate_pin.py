@@ -52,11 +52,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [HERE, os.path.dirname(HERE), os.path.join(REPO, ".cache", "collections")]
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import bench  # noqa: E402  pylint: disable=wrong-import-position
 import guest  # noqa: E402  pylint: disable=wrong-import-position
 from labvm import LAB, accel, add_vm_args, disk_capacity, module_utils, vm  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._metrics import PREFIX  # noqa: E402  pylint: disable=wrong-import-position
 
 # Gross model errors: the factor on each of the calibrated model's coefficients and the change to the roles' QoS.
 GROSS = {"model_x20": (20, {}), "model_div4_max150": (0.25, {"max": 150}),
@@ -72,6 +71,7 @@ IO_METRICS_PLAYBOOK = os.path.join(HERE, "io_metrics.yml")
 ROLE = os.path.join(REPO, "roles", "io_metrics")
 # The rules' tolerances (prometheus/alerts.yml): vrate within 1 % of a bound counts as at the bound.
 AT_MIN, AT_MAX = 1.01, 0.99
+PREFIX = module_utils("_metrics").PREFIX
 VRATE, QOS_MIN, QOS_MAX = PREFIX + "iocost_vrate_ratio", PREFIX + "iocost_qos_vrate_min_ratio", PREFIX + "iocost_qos_vrate_max_ratio"
 IO_COUNTERS = (PREFIX + "slice_io_reads_total", PREFIX + "slice_io_writes_total")
 COST_COEFS = module_utils("_codecs").COST_COEFS
