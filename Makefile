@@ -20,7 +20,7 @@ export LANG := C.UTF-8
 # promtool (make promtool) for the Prometheus rule and metric tests.
 export PATH := $(abspath $(BIN)):$(abspath $(CACHE))/promtool/usr/bin:$(PATH)
 
-.PHONY: help setup apt venv tree collections promtool check unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin
+.PHONY: help setup apt venv tree collections promtool check demo-test record-summaries unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
@@ -136,11 +136,11 @@ lab-test-custom-kernel: lab-kernel
 # "a,b+x,y" runs two lanes side by side (tests/run-stages.sh): the VM-less stages, test-newest and
 # the benchmark's smoke run beside the one-VM scenarios. The two-VM scenarios keep both cores busy:
 # they run alone. (The smoke run only checks that the benchmark works; its figures are not results.)
-CHECK_STAGES := unit sanity py39-check lint build ee-check docs-check docs changelog-check
+CHECK_STAGES := unit sanity py39-check lint build ee-check docs-check docs changelog-check demo-local
 comma := ,
 empty :=
 space := $(empty) $(empty)
-TEST_STAGES := $(subst $(space),$(comma),$(CHECK_STAGES) test-newest bench-isolation-smoke)+lab-test-calibration,lab-test-custom-kernel \
+TEST_STAGES := $(subst $(space),$(comma),$(CHECK_STAGES) test-newest bench-isolation-smoke)+lab-test-calibration,lab-test-custom-kernel,demo-test \
                lab-test-colocated lab-test-guests lab-test-observability
 test: setup
 	bash tests/run-stages.sh $(TEST_STAGES)
@@ -193,6 +193,15 @@ bench-rollout: lab-images
 # crashed guests under multi-threaded TCG (docs/kernel-files.md).
 bench-isolation-smoke: lab-images
 	$(BIN)/python benchmarks/isolation/bench.py --smoke --name bench-smoke --tcg-thread single --out $(CACHE)/bench-isolation-smoke
+
+# make test's demo stage: the README's `KEEP_LAB=1 make demo` on a fresh lab instance, then the kept VM.
+demo-test: lab-images
+	bash tests/lab/demo_test.sh
+
+# Refresh the unit tests' recorded rollout summaries (tests/unit/playbooks/recorded/) on the VM that
+# `KEEP_LAB=1 make demo` left running; not part of make test.
+record-summaries: setup
+	bash tests/lab/record_summaries.sh $(abspath $(BIN))
 
 # The same playbook against this machine, read-only.
 demo-local: setup

@@ -7,7 +7,8 @@
 # fleet rollout (site.yml) on it as a co-located host, print what was applied and the health
 # gate's reading, shut the VM down. KEEP_LAB=1 leaves it running. The NVMe disks are device-bound
 # (lab.py --device-bound: a fixed capacity with QEMU block throttling, printed at boot), so the
-# calibration measures a disk, not the emulator's CPU; LAB_DEVICE_BOUND=0 leaves them unthrottled.
+# calibration measures a disk, not the emulator's CPU; LAB_DEVICE_BOUND=0 leaves them unthrottled. The summary is
+# kept in .cache/demo-summary/ (DEMO_SUMMARY_DIR) and checked line by line.
 set -euo pipefail
 BIN=${1:?usage: demo.sh VENV_BIN}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,7 +28,17 @@ mkdir -p .cache
 $LAB inventory "$NAME" > .cache/demo-inventory.yml
 "$BIN/ansible-playbook" -i .cache/demo-inventory.yml playbooks/demo.yml
 "$BIN/ansible-playbook" -i .cache/demo-inventory.yml -i playbooks/inventory/demo_groups.yml playbooks/calibrate.yml
-"$BIN/ansible-playbook" -i .cache/demo-inventory.yml -i playbooks/inventory/demo_groups.yml playbooks/demo_rollout.yml
+# The summary's lines and what they were rendered from are kept (make test's demo stage checks them).
+SUMMARY=${DEMO_SUMMARY_DIR:-$REPO/.cache/demo-summary}
+rm -rf "$SUMMARY" && mkdir -p "$SUMMARY"
+"$BIN/ansible-playbook" -i .cache/demo-inventory.yml -i playbooks/inventory/demo_groups.yml playbooks/demo_rollout.yml \
+  -e "io_isolation_summary_dir=$SUMMARY"
+# The summary, line by line, against what it was rendered from and what this demo must show: both tenants,
+# the calibrated model on every NVMe disk, weights, training's caps, inference's memory protection and the
+# apply's pressure reading (tests/lab/demo_summary.py).
+"$BIN/python" tests/lab/demo_summary.py "$SUMMARY/$NAME.json" --roles inference,training --model-source calibration \
+  --health-source host_profile --caps --memory-protection --quiet
+echo "demo: the summary and its inputs are in $SUMMARY/"
 if [ "${KEEP_LAB:-0}" = 1 ]; then
   echo "The lab VM is still running: python3 tests/lab/lab.py ssh $NAME -- <command>;"
   echo "stop it with: python3 tests/lab/lab.py down $NAME --purge"
