@@ -80,14 +80,32 @@ def select_disks(facts, selectors=None, query=None):
     return found
 
 
-def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=False):
+def calibrated_qos(qos, vrate_max):
+    """``qos`` with ``max`` at most ``vrate_max`` (None: unchanged), ``min`` no higher than that.
+
+    A calibrated model is the disk's capacity: vrate above 100% commits more than the disk completes,
+    and the kernel's latency feedback does not win it back (docs/kernel-files.md, "vrate above the model").
+    """
+    if vrate_max is None or not qos:
+        return qos
+    bound = float(vrate_max)
+    if float(qos.get("max", bound + 1)) <= bound:
+        return qos
+    out = dict(qos, max=vrate_max)
+    if "min" in out and float(out["min"]) > bound:
+        out["min"] = vrate_max
+    return out
+
+
+def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=False, calibrated_vrate_max=None):
     """The ``iocost`` module's ``devices`` for the disks, and where each model came from.
 
     Model, in order: ``models`` (keyed by any identity form of the disk), the ``calibration`` entry
     ``_calibration_db.match_entry`` picks, else the kernel's class (``ctrl: auto``).
     QoS: the common ``qos``; a calibration entry's own QoS only with ``calibration_qos`` (it marks
     where the device saturates, far above what a latency-sensitive reader tolerates: the isolation
-    benchmark measured no protection with it). Returns
+    benchmark measured no protection with it). On a calibration entry's model the QoS ``max`` is at most
+    ``calibrated_vrate_max`` (``calibrated_qos``). Returns
     ``{devices: [{device, model, qos}], sources: {selector: explicit|calibration|kernel}, warnings: [],
     disks: [{device, model}], uncalibrated: [{device, name, model, firmware, capacity_bytes}]}``: ``disks``
     has the six coefficients each disk will run on once applied, for planning shares of a model before
@@ -110,6 +128,7 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
                 model, source = entry.get("iocost_model"), "calibration"
                 if calibration_qos:
                     disk_qos = entry.get("qos") or qos
+                disk_qos = calibrated_qos(disk_qos, calibrated_vrate_max)
         selector = stable_selector(identity)
         item = {"device": selector, "model": model or {"ctrl": "auto"}}
         if disk_qos:

@@ -98,6 +98,33 @@ def test_calibration_qos_only_when_asked_for():
     assert a["qos"] == QOS
 
 
+def test_a_calibrated_model_is_never_over_committed():
+    """On a calibration entry's model the QoS max is capped (the model is the disk's capacity); explicit models
+    and the kernel's class keep the QoS as given."""
+    disks = [FACTS["devices"]["nvme0n1"], FACTS["devices"]["nvme1n1"], FACTS["devices"]["vda"]]
+    roles_qos = dict(QOS, max=10000)
+    a, b, v = f.iocost_plan(disks, {"vda": MODEL}, [CAL], roles_qos, False, 100)["devices"]
+    assert a["qos"] == dict(roles_qos, max=100)
+    assert b["qos"] == roles_qos and v["qos"] == roles_qos
+    # the entry's own QoS is capped too; a max already below the cap, or no cap, is left alone
+    a, = f.iocost_plan(disks[:1], {}, [dict(CAL, qos=dict(QOS, max=400))], roles_qos, True, 100)["devices"]
+    assert a["qos"] == dict(QOS, max=100, rlat=2000)
+    assert f.iocost_plan(disks[:1], {}, [CAL], dict(QOS, max=80), False, 100)["devices"][0]["qos"]["max"] == 80
+    assert f.iocost_plan(disks[:1], {}, [CAL], roles_qos)["devices"][0]["qos"] == roles_qos
+
+
+@pytest.mark.parametrize("qos, vrate_max, expected", [
+    ({"min": 10, "max": 10000}, 100, {"min": 10, "max": 100}),
+    ({"min": 150, "max": 10000}, 100, {"min": 100, "max": 100}),   # min above the cap comes down with it
+    ({"rpct": 95}, 100, {"rpct": 95, "max": 100}),                  # no max given: the kernel's could be above
+    ({"min": 10, "max": 60}, 100, {"min": 10, "max": 60}),
+    ({"min": 10, "max": 10000}, None, {"min": 10, "max": 10000}),
+    (None, 100, None),
+])
+def test_calibrated_qos(qos, vrate_max, expected):
+    assert f.calibrated_qos(qos, vrate_max) == expected
+
+
 def test_calibration_of_another_firmware_is_used_with_a_warning():
     plan = f.iocost_plan([FACTS["devices"]["nvme0n1"]], {}, [dict(CAL, firmware="8.0.0")], QOS)
     assert plan["sources"][WWID_A] == "calibration"
