@@ -5,7 +5,10 @@
 Boots (or reuses) a lab VM, puts ext4 on lab-nvme-b with one file per job, and for each repeat
 applies each configuration through the collection itself, then runs fio in the slices (guest.py):
 every reader profile against every antagonist, plus each job alone under the first configuration
-(the reference for "solo"). Configurations, in this order per repeat:
+(the reference for "solo"). The readers are the flat-out QD1 loops and the same loops at a planned rate
+(rate-bound: <reader>@<percent>, at RATE_PERCENTS of the disk's capacity for the reader's shape - from the
+calibrated model when this run calibrates, else the device-bound capacity; rate_plan() records which, and each
+antagonist's frontier: its capacity less the reader's load). Configurations, in this order per repeat:
 
   none              no isolation: purge.yml, then a reboot (sysctls and the like return only then)
   roles             site.yml: io_baseline + inference + training with their defaults
@@ -21,8 +24,8 @@ kernel picks first (ssd_dfl); iocost_default, last, gets to step.
 The disk is device-bound by default: both lab NVMe drives get a fixed capacity (--disk-capacity,
 QEMU block throttling), so the emulated disk, not the emulator's CPU, is what the tenants share -
 as on a saturated real NVMe. The calibration must recover that capacity (the report compares the
-model with it). --sweep then re-runs every pair under the calibrated model with each QoS setting of
-SWEEP written in turn: the trade-off plots (antagonist share against reader p99 / solo). The
+model with it). --sweep then re-runs every pair of a flat-out reader under the calibrated model with each QoS
+setting of SWEEP written in turn: the trade-off plots (antagonist share against reader p99 / solo). The
 recorded run on the unthrottled disk (--unthrottled-reference) is the report's last table: what
 TCG alone shows.
 
@@ -46,6 +49,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import guest  # noqa: E402  pylint: disable=wrong-import-position
 import report  # noqa: E402  pylint: disable=wrong-import-position
 from labvm import (LAB, accel, add_vm_args, ansible_playbook, disk_capacity, guest_script, module_utils, sh, vm,  # noqa: E402  pylint: disable=wrong-import-position
                    write_inventory)
@@ -59,6 +63,17 @@ LABELS = {"none": "no isolation", "iocost_default": "iocost, kernel model, weigh
 READERS = ("randread4k", "seqread128k")
 ANTAGONISTS = ("seqwrite1m", "randread64", "uring_sqpoll", "buffered")
 EXPERIMENTS = ("randread64_idle", "uring_sqpoll_idle")   # --antagonists only: ioprio's effect
+# Rate-bound readers: each flat-out reader at these percentages of the disk's capacity for its shape, as an inference
+# server runs at a planned request rate (a flat-out QD1 loop takes 60-77% of the lab disk by itself).
+RATE_PERCENTS = (10, 25, 50)
+RATE_READERS = tuple("%s%s%d" % (r, guest.RATE_SEP, pct) for r in READERS for pct in RATE_PERCENTS)
+# Each job's measure of the disk: the unit of a reader's rate and of an antagonist's frontier, and the calibrated
+# model's coefficient for the job's shape (the device-bound capacity has one figure per unit, lab.py's iops and bps).
+BASIS = {"randread4k": ("iops", "rrandiops"), "seqread128k": ("bps", "rbps"), "seqwrite1m": ("bps", "wbps"),
+         "randread64": ("iops", "rrandiops"), "uring_sqpoll": ("iops", "rrandiops"), "buffered": ("bps", "wbps")}
+BASIS.update((e, BASIS[e[:-len("_idle")]]) for e in EXPERIMENTS)
+# --smoke: the flat-out pair the probe's tolerance was set on, and one rate-bound pair (each job also alone).
+SMOKE_PAIRS = (("randread4k", "seqwrite1m"), ("randread4k@25", "randread64"))
 DEVICE = "lab-nvme-b"        # the disk both tenants share
 CALIBRATE = "lab-nvme-a"     # blank, same model/firmware/capacity: its entry applies to lab-nvme-b
 MOUNT = "/srv/bench"
@@ -196,10 +211,80 @@ def solo_cells(readers, antagonists):
             + [{"reader": None, "antagonist": a} for a in antagonists])
 
 
-def cells_for(config, first, readers, antagonists):
+def cells_for(config, first, readers, antagonists, pairs=None):
+    """The cells of one configuration: each job alone under the first, then `pairs` (default: every reader against
+    every antagonist)."""
     cells = solo_cells(readers, antagonists) if first else []
-    cells += [{"reader": r, "antagonist": a} for r in readers for a in antagonists]
+    pairs = [(r, a) for r in readers for a in antagonists] if pairs is None else pairs
+    cells += [{"reader": r, "antagonist": a} for r, a in pairs]
     return cells
+
+
+def rate_reader(name):
+    """<reader>@<percent> -> (reader, percent); SystemExit for a name that is not a flat-out reader at 1-99%."""
+    base, sep, percent = name.partition(guest.RATE_SEP)
+    if not sep or base not in READERS or not percent.isdigit() or not 0 < int(percent) < 100:
+        raise SystemExit("unknown rate-bound reader %s: <reader>%s<percent>, reader one of %s, percent 1-99"
+                         % (name, guest.RATE_SEP, ", ".join(READERS)))
+    return base, int(percent)
+
+
+def block_size(profile):
+    """The block size (bytes) of a profile's fio job, from its --bs (fio's k and m are binary)."""
+    value = [a for a in guest.PROFILES[profile][1] if a.startswith("--bs=")][0][len("--bs="):].lower()
+    scale = {"k": 1 << 10, "m": 1 << 20}.get(value[-1:], 1)
+    return int(value.rstrip("km")) * scale
+
+
+def capacity_of(profile, model, capacity):
+    """The disk's capacity for a job's shape, in its unit (BASIS): the calibrated model's coefficient when there is a
+    model, else the device-bound capacity's figure."""
+    unit, coefficient = BASIS[profile]
+    value = model.get(coefficient) if model else (capacity or {}).get(unit)
+    if not value:
+        raise SystemExit("no %s for %s in the %s" % (coefficient if model else unit, profile,
+                                                     "calibrated model" if model else "disk's capacity"))
+    return float(value)
+
+
+def rate_plan(readers, antagonists, model=None, capacity=None):
+    """The rate of each rate-bound reader and each antagonist's capacity, in results["rates"]; None without a
+    rate-bound reader.
+
+    The disk's capacity comes from the calibrated model (`model`: rrandiops for 4k random reads, rbps for 128k
+    sequential ones; wbps and rrandiops for the antagonists) or, without one, from the device-bound capacity
+    (`capacity`, {"iops", "bps"}); "source" says which, "from" which figure. A reader's rate is its percent of
+    its shape's capacity, its load that rate in both units (IOPS and bytes per second): report.frontier() takes
+    an antagonist's capacity less the reader's load in the antagonist's unit.
+    """
+    rated = [r for r in readers if guest.RATE_SEP in r]
+    if not rated:
+        return None
+    if not model and not capacity:
+        raise SystemExit("the rate-bound readers (%s) need the disk's capacity: a calibrated model (configuration "
+                         "roles_calibrated) or a device-bound disk (--disk-capacity)" % ", ".join(rated))
+    plan = {"source": "calibrated model" if model else "device-bound capacity",
+            "capacity": dict(model) if model else dict(capacity), "readers": {}, "antagonists": {}}
+    for name in rated:
+        profile, percent = rate_reader(name)
+        unit, coefficient = BASIS[profile]
+        cap = capacity_of(profile, model, capacity)
+        rate = int(round(cap * percent / 100.0))
+        size = block_size(profile)
+        plan["readers"][name] = {
+            "profile": profile, "percent": percent, "unit": unit, "from": coefficient if model else unit,
+            "capacity": cap, "rate": rate, "block_size": size,
+            "load": {"iops": rate if unit == "iops" else rate / float(size), "bps": rate * size if unit == "iops" else rate}}
+    for name in antagonists:
+        unit, coefficient = BASIS[name]
+        plan["antagonists"][name] = {"unit": unit, "from": coefficient if model else unit,
+                                     "capacity": capacity_of(name, model, capacity)}
+    return plan
+
+
+def fio_rates(plan):
+    """guest.py's "rates" of the cells spec: {reader: {unit: rate}}."""
+    return dict((name, {r["unit"]: r["rate"]}) for name, r in ((plan or {}).get("readers") or {}).items())
 
 
 def probe_spec(seconds, ramp):
@@ -270,17 +355,56 @@ def smoke_check(results):
         problems.append("the disk was not device-bound (no capacity recorded for %s)" % DEVICE)
     else:
         for run in results["runs"]:
-            bw = (run.get("antagonist_stats") or {}).get("bw_bytes") if not run.get("reader") else None
+            st = (run.get("antagonist_stats") or {}) if not run.get("reader") else {}
             # QEMU's burst allowance and fio's ramp make a little over the capacity possible, not more.
-            if bw and bw > 1.15 * cap["bps"]:
+            if st.get("bw_bytes") and st["bw_bytes"] > 1.15 * cap["bps"]:
                 problems.append("%s alone moved %.0f MB/s on a disk of %.0f MB/s: the throttle is not in force"
-                                % (run["antagonist"], bw / 1e6, cap["bps"] / 1e6))
+                                % (run["antagonist"], st["bw_bytes"] / 1e6, cap["bps"] / 1e6))
+            if st.get("iops") and st["iops"] > 1.15 * cap["iops"]:
+                problems.append("%s alone did %.0f IOPS on a disk of %d IOPS: the throttle is not in force"
+                                % (run["antagonist"], st["iops"], cap["iops"]))
+    problems += _rate_problems(results)
     st = results["settings"]["roles"]
     if "enable=1" not in (st.get("io.cost.qos") or ""):
         problems.append("the roles did not enable iocost on %s: %s" % (DEVICE, st.get("io.cost.qos")))
     for slice_, weight in (("inference.slice", "default 1000"), ("training.slice", "default 100")):
         if weight not in (st[slice_].get("io.weight") or ""):
             problems.append("%s io.weight is %r" % (slice_, st[slice_].get("io.weight")))
+    return problems
+
+
+def _rate_problems(results):
+    """The rate-bound pair's figures exist and are sane: alone, the reader ran at the rate fio was asked for (fio got
+    the plan's rate, and kept it within the report's tolerance either way: below, the disk did not carry it; above,
+    the cap was not in force); beside the antagonist every figure of the report's rate-bound table is there. The
+    isolation target itself is not asked (3 s under TCG)."""
+    rated = [run for run in results["runs"] if guest.RATE_SEP in (run.get("reader") or "")]
+    if not rated:
+        return []
+    plan = results.get("rates") or {}
+    if not plan.get("readers"):
+        return ["rate-bound readers ran without a rate plan"]
+    problems, tol = [], report.RATE_TARGET["rate_tolerance"]
+    for run in rated:
+        name, st = run["reader"], run.get("reader_stats") or {}
+        want = fio_rates(plan).get(name)
+        if st and st.get("rate") != want:
+            problems.append("fio ran %s at %s, the plan says %s" % (name, st.get("rate"), want))
+        if not run.get("antagonist"):
+            got = report.rate_achieved(st, want)
+            if got is None or abs(got - 1) > tol:
+                problems.append("%s alone ran at %s of its rate %s: not within %.0f%%" % (
+                    name, "no figure" if got is None else "%.1f%%" % (100 * got), want, 100 * tol))
+    for cell in report.summarize(results)["cells"]:
+        if cell["reader"] in plan["readers"]:
+            rate = cell["rate"]
+            figures = {"p99": cell["reader_stats"]["p99"]["median"], "p99 / solo": cell["p99_ratio"],
+                       "rate achieved": rate["achieved"], "antagonist throughput": rate["antagonist"],
+                       "frontier": rate["frontier"], "share of frontier": rate["frontier_share"]}
+            missing = [k for k, v in figures.items() if not v or v < 0]
+            if missing:
+                problems.append("%s vs %s (%s): no %s" % (cell["reader"], cell["antagonist"], cell["config"],
+                                                          ", ".join(missing)))
     return problems
 
 
@@ -309,7 +433,9 @@ def _probe_problems(run, meta):
 
 
 def sweep(lab, a, db, readers, antagonists, results):
-    """Every pair under the calibrated model, once per QoS point; ratios against the main run's solos."""
+    """Every pair of a flat-out reader under the calibrated model, once per QoS point; ratios against the main run's
+    solos. (The rate-bound readers would multiply its hour by four.)"""
+    readers = [r for r in readers if guest.RATE_SEP not in r]
     apply(lab, "roles_calibrated", False, db, a.roles_vars)
     results["sweep"] = {"points": [], "seconds": a.sweep_seconds}
     for label, qos in sweep_points():
@@ -329,13 +455,15 @@ def main():
     ap.add_argument("--seconds", type=int, default=15, help="measured seconds per fio run")
     ap.add_argument("--ramp", type=int, default=2, help="seconds each fio job runs before it measures")
     ap.add_argument("--configs", default=",".join(CONFIGS))
-    ap.add_argument("--readers", default=",".join(READERS))
+    ap.add_argument("--readers", default=",".join(READERS + RATE_READERS),
+                    help="flat-out readers (%s) and rate-bound ones, <reader>@<percent of the disk's capacity>"
+                         % ", ".join(READERS))
     ap.add_argument("--antagonists", default=",".join(ANTAGONISTS))
     ap.add_argument("--roles-vars", type=json.loads, default={},
                     help="JSON variables for the roles in the roles configurations (to try other defaults)")
     ap.add_argument("--calibration-db", help="an existing calibration database directory (else calibrate)")
     ap.add_argument("--smoke", action="store_true",
-                    help="one configuration (roles), one reader and antagonist, 3 s runs, one repeat")
+                    help="one configuration (roles), the pairs of SMOKE_PAIRS (one rate-bound), 3 s runs, one repeat")
     ap.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True,
                     help="afterwards, every pair under the calibrated model with each QoS of SWEEP (trade-off plots; "
                          "needs the roles_calibrated configuration)")
@@ -347,14 +475,21 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-isolation"))
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
+    pairs = None
     if a.smoke:
-        a.configs, a.readers, a.antagonists, a.repeats, a.seconds, a.ramp = "roles", "randread4k", "seqwrite1m", 1, 3, 1
-        a.sweep = False
+        a.configs, a.repeats, a.seconds, a.ramp = "roles", 1, 3, 1
+        a.readers = ",".join(dict.fromkeys(pair[0] for pair in SMOKE_PAIRS))
+        a.antagonists = ",".join(dict.fromkeys(pair[1] for pair in SMOKE_PAIRS))
+        a.sweep, pairs = False, SMOKE_PAIRS
     configs = [c for c in CONFIGS if c in a.configs.split(",")]
     readers, antagonists = a.readers.split(","), a.antagonists.split(",")
     for n in readers + antagonists:
-        if n not in READERS + ANTAGONISTS + EXPERIMENTS:
+        if guest.RATE_SEP in n and n in readers:
+            rate_reader(n)
+        elif n not in READERS + ANTAGONISTS + EXPERIMENTS:
             raise SystemExit("unknown profile %s" % n)
+    if a.disk_capacity == "none" and "roles_calibrated" not in configs:
+        rate_plan(readers, antagonists)      # nothing will give the rates a capacity: refused before the boot
     # Absolute: ansible-playbook resolves a relative calibration directory against the playbook's.
     a.out = os.path.abspath(a.out)
     os.makedirs(a.out, exist_ok=True)
@@ -380,13 +515,19 @@ def main():
             results["calibration"]["versus_capacity"] = versus_capacity(results["calibration"]["model"],
                                                                         capacity)
             print("calibrated model %s" % json.dumps(results["calibration"]), flush=True)
+        # Once for the whole run: every configuration and repeat runs each reader at the same rate.
+        results["rates"] = rate_plan(readers, antagonists, (results.get("calibration") or {}).get("model"), capacity)
+        if results["rates"]:
+            print("rate-bound readers from the %s: %s" % (results["rates"]["source"], json.dumps(fio_rates(results["rates"]))),
+                  flush=True)
         fresh = not a.reuse
         for rep in range(1, a.repeats + 1):
             for i, config in enumerate(configs):
                 took = apply(lab, config, fresh, db, a.roles_vars)
                 fresh = False
                 spec = {"serial": DEVICE, "mount": MOUNT, "seconds": a.seconds, "ramp": a.ramp,
-                        "cells": cells_for(config, i == 0, readers, antagonists)}
+                        "cells": cells_for(config, i == 0, readers, antagonists, pairs),
+                        "rates": fio_rates(results["rates"])}
                 if a.probe:
                     spec["probe"] = probe_spec(a.seconds, a.ramp)
                 t0 = time.time()
@@ -421,8 +562,8 @@ def main():
         problems = smoke_check(results)
         if problems:
             raise SystemExit("smoke run failed:\n  " + "\n  ".join(problems))
-        print("smoke run: every job produced figures%s; the roles' settings were in force"
-              % (" and the probe counted the reader's I/O as fio did" if a.probe else ""))
+        print("smoke run: every job produced figures%s; the roles' settings were in force; the rate-bound reader "
+              "kept its rate alone" % (" and the probe counted the reader's I/O as fio did" if a.probe else ""))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
            no signature), mounted at `mount`, with `files` ({name: MiB}) filled once by fio
   qos      {"serial", "qos"}  write iocost's QoS line for the disk (the benchmark's QoS sweep varies
            only that knob); prints the line before and after
-  cells    {"mount", "serial", "seconds", "ramp", "cells": [{"reader", "antagonist"}]}
+  cells    {"mount", "serial", "seconds", "ramp", "cells": [{"reader", "antagonist"}], "rates"}
            each cell: the antagonist in training.slice and the reader in inference.slice, started
            together as transient units with systemd-run (no --wait: it needs D-Bus), polled until
            both end; prints one JSON line with every cell's fio figures, the slices' io.pressure
@@ -15,7 +15,8 @@
            With "probe" (a bpftrace program, bench.py's, from the collection's io_latency) each
            cell first starts bpftrace and waits for its probes to attach, then the jobs; the cell
            gets the program's JSON output, the cgroup ids below both slices and the disk's MAJ:MIN
-           (bench.py sums the histogram per slice).
+           (bench.py sums the histogram per slice). A rate-bound reader, `<profile>@<percent>`, is its
+           profile at the rate bench.py computed for it ("rates": {name: {"iops" | "bps": n}}).
 
 Standard library only; fio with JSON output; no shell.
 """
@@ -62,6 +63,31 @@ PROFILES = {
 # ioprio changes under iocost - with the `none` scheduler nothing reads it.
 PROFILES["randread64_idle"] = (PROFILES["randread64"][0], PROFILES["randread64"][1] + ["--prioclass=3"])
 PROFILES["uring_sqpoll_idle"] = (PROFILES["uring_sqpoll"][0], PROFILES["uring_sqpoll"][1] + ["--prioclass=3"])
+
+# A rate-bound reader (an inference server at its planned request rate): a reader profile with fio's rate cap, named
+# <profile>@<percent of the disk's capacity>; bench.py computes the rate and hands it over in the cells spec.
+RATE_SEP = "@"
+# fio's option per unit of a rate: I/Os per second (4k random reads) or bytes per second (sequential reads).
+RATE_OPTIONS = {"iops": "--rate_iops=%d", "bps": "--rate=%d"}
+# linear (fio's default, said explicitly): evenly spaced I/Os, so the reader's load is its planned rate at every
+# instant and the antagonist's frontier holds throughout; poisson bunches them, and at QD1 a bunch waits in fio.
+# Behind its schedule fio issues at once to catch up (its clat does not hold that lateness) and reports nothing
+# about a rate it missed, only its IOPS and bandwidth (rate_iops_min would end the job, and lose its figures):
+# whether the rate was kept is achieved against requested, from the JSON (stats' "rate").
+RATE_PROCESS = "linear"
+
+
+def profile_job(profile, rates=None):
+    """A profile's (file, fio args); a rate-bound reader's (<profile>@<percent>) with its rate from `rates`."""
+    base, sep = profile.partition(RATE_SEP)[:2]
+    fname, args = PROFILES[base]
+    if not sep:
+        return fname, args
+    rate = (rates or {}).get(profile)
+    if not rate or len(rate) != 1 or next(iter(rate)) not in RATE_OPTIONS:
+        raise SystemExit("no rate for %s (bench.py passes {\"iops\" | \"bps\": n}): %r" % (profile, rate))
+    unit, value = next(iter(rate.items()))
+    return fname, args + [RATE_OPTIONS[unit] % value, "--rate_process=" + RATE_PROCESS]
 
 
 def run(argv, check=True):
@@ -193,7 +219,20 @@ def stats(path, role):
         return int(v) if v is not None else None
     return {"dir": side, "iops": d["iops"], "bw_bytes": d["bw_bytes"], "ios": d.get("total_ios"),
             "runtime_ms": d.get("runtime"), "clat_ns": {"p50": at(50), "p99": at(99), "p99.9": at(99.9)},
-            "percentiles": dict((k, int(v)) for k, v in pct.items())}
+            "percentiles": dict((k, int(v)) for k, v in pct.items()), "rate": requested_rate(job)}
+
+
+def requested_rate(job):
+    """The rate fio was given, from its JSON's job options ({"iops": n} or {"bps": n}), None without one: what a
+    rate-bound job's IOPS or bandwidth is held against."""
+    opts = job.get("job options") or {}
+    for unit, option in RATE_OPTIONS.items():
+        key = option.split("=", 1)[0][2:]
+        try:
+            return {unit: int(opts[key])}
+        except (KeyError, ValueError):
+            continue     # not given, or with a suffix (bench.py passes plain numbers)
+    return None
 
 
 def unit_state(unit):
@@ -202,7 +241,7 @@ def unit_state(unit):
 
 
 def start(role, profile, spec, index):
-    fname, args = PROFILES[profile]
+    fname, args = profile_job(profile, spec.get("rates"))
     unit = "aiinfra-bench-%s-%d" % (role, index)
     out = os.path.join(RUN, "%s-%d.json" % (role, index))
     if os.path.exists(out):
@@ -349,7 +388,7 @@ def _cell(spec, c, index, majmin, probe):
     for role, (unit, out) in jobs.items():
         res[role + "_threads"] = unit_threads.get(role)
         res[role + "_stats"] = stats(out, role)
-        if res[role + "_stats"] and "--sqthread_poll=1" in PROFILES[c[role]][1]:
+        if res[role + "_stats"] and "--sqthread_poll=1" in profile_job(c[role], spec.get("rates"))[1]:
             # fio measures no completion latency under SQPOLL (fio 3.33 reports one constant 17.1 s
             # for every percentile): only its IOPS and bandwidth mean anything.
             res[role + "_stats"].update(clat_ns={"p50": None, "p99": None, "p99.9": None}, percentiles={})

@@ -8,14 +8,18 @@ results dict to the functions here:
 
   summarize(results)                 medians and spreads per solo job and per (config, reader, antagonist) cell,
                                      the reader's p99 as a multiple of its solo p99, the antagonist's bandwidth
-                                     as a share of its solo bandwidth, and whether both targets are met
-  markdown(results, summary)         GitHub Markdown tables
-  plots(results, summary)            {name: PNG bytes}: latency-<reader>, throughput-<reader> and, with a
-                                     QoS sweep, tradeoff-<reader>
+                                     as a share of its solo bandwidth, and whether both targets are met; for a
+                                     rate-bound reader whether it kept its rate and the antagonist's share of its
+                                     frontier (RATE_TARGET), for a flat-out one its IOPS kept (FLAT_TARGET)
+  markdown(results, summary)         GitHub Markdown tables, led by the rate-bound readers per configuration and
+                                     the flat-out readers against their target
+  plots(results, summary)            {name: PNG bytes}: latency-<reader>, throughput-<reader> (flat-out readers),
+                                     frontier (rate-bound readers) and, with a QoS sweep, tradeoff-<reader>
   html(results, summary, images)     one HTML page with the tables and the images inlined
   write(results, outdir)             all of the above into outdir (results.json, results.md, report.html, *.png)
 
-Optional parts of the results, each with its own table: "probe" in a run (the block layer's latency
+Optional parts of the results, each with its own table: "rates" (bench.py's rate_plan: each rate-bound reader's
+rate and load, each antagonist's capacity, and where the capacity came from), "probe" in a run (the block layer's latency
 per slice from the collection's eBPF probe, shown beside fio's), "calibration" (the calibrated model against
 the disk's capacity), "sweep" (every pair once per QoS setting: share against p99 / solo, the
 trade-off plots) and "unthrottled" (a whole results dict of a run on the unthrottled disk, shown as
@@ -45,6 +49,14 @@ DASH = "\u2014"
 TIMES = "\u00d7"
 FIGSIZE = (10, 4)
 DPI = 100
+# The targets of issue 35. A rate-bound reader (an inference server at its planned rate): p99 at most 1.5x its solo
+# p99 at the same rate, its rate kept (fio's IOPS or bandwidth at least 95% of the rate it was given: fio does not
+# say when it fell behind), and the antagonist at least 60% of its frontier. A flat-out reader, which alone takes
+# most of the disk: at least 80% of its solo IOPS and p99 at most 2x.
+RATE_TARGET = {"p99_ratio": 1.5, "rate_tolerance": 0.05, "frontier_share": 0.60}
+FLAT_TARGET = {"iops_kept": 0.80, "p99_ratio": 2.0}
+# The figure of a job's stats in each unit of a rate or a frontier.
+UNIT_STAT = {"iops": "iops", "bps": "bw_bytes"}
 
 
 # ---------------------------------------------------------------------------------------------- summary
@@ -134,15 +146,21 @@ def _runs(results):
     return [r for r in (results.get("runs") or []) if isinstance(r, dict)]
 
 
-def _solo(runs, configs, field, other, name, stats_key):
-    """The solo runs of the first config (in presentation order) that has any with stats, summarised."""
+def _solo_stats(runs, configs, field, other, name, stats_key):
+    """(config, stats of its solo runs) of the first config (in presentation order) that has any with stats."""
     for config in configs:
         stats = [_stats(run, stats_key) for run in runs
                  if run.get("config") == config and run.get(field) == name and run.get(other) is None]
         stats = [s for s in stats if s is not None]
         if stats:
-            return dict(config=config, **_job(stats))
-    return None
+            return config, stats
+    return None, []
+
+
+def _solo(runs, configs, field, other, name, stats_key):
+    """The solo runs of the first config (in presentation order) that has any with stats, summarised."""
+    config, stats = _solo_stats(runs, configs, field, other, name, stats_key)
+    return dict(config=config, **_job(stats)) if stats else None
 
 
 def _ratio(num, den):
@@ -169,9 +187,16 @@ def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
     configs = _order(results, "configs", "config", runs)
     readers = _order(results, "readers", "reader", runs)
     antagonists = _order(results, "antagonists", "antagonist", runs)
+    plan = _dict(results.get("rates"))
     solo = {"readers": dict((r, _solo(runs, configs, "reader", "antagonist", r, "reader_stats")) for r in readers),
             "antagonists": dict((a, _solo(runs, configs, "antagonist", "reader", a, "antagonist_stats"))
                                 for a in antagonists)}
+    for reader, job in solo["readers"].items():
+        rated = _planned(plan, reader)
+        if job and rated:
+            # Alone at its rate: whether the disk carries that rate at all.
+            stats = _solo_stats(runs, configs, "reader", "antagonist", reader, "reader_stats")[1]
+            job["rate_achieved"] = _agg([rate_achieved(s, _request(rated)) for s in stats])
     cells = []
     for config in configs:
         for reader in readers:
@@ -179,8 +204,9 @@ def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
                 sel = [run for run in runs if run.get("config") == config and run.get("reader") == reader
                        and run.get("antagonist") == antagonist]
                 if sel:
-                    cells.append(_cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target))
-    out = {"targets": {"p99_ratio": p99_ratio_target, "bw_share": bw_share_target}, "solo": solo, "cells": cells}
+                    cells.append(_cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target, plan))
+    out = {"targets": {"p99_ratio": p99_ratio_target, "bw_share": bw_share_target, "rate": dict(RATE_TARGET),
+                       "flat": dict(FLAT_TARGET)}, "solo": solo, "cells": cells}
     sweep = _dict(results.get("sweep"))
     if sweep.get("points"):
         out["sweep"] = []
@@ -188,12 +214,68 @@ def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
             for c in point.get("cells") or []:
                 if isinstance(c, dict) and c.get("reader") and c.get("antagonist"):
                     cell = _cell(point.get("label"), c["reader"], c["antagonist"], [c], solo, p99_ratio_target,
-                                 bw_share_target)
+                                 bw_share_target, plan)
                     out["sweep"].append(dict(cell, qos=point.get("qos")))
     return out
 
 
-def _cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target):
+def _planned(plan, reader):
+    """The rate plan's entry of a rate-bound reader ({"unit", "rate", "percent", "load", ...}), None for a flat-out one."""
+    entry = _dict(_dict(plan.get("readers")).get(reader))
+    return entry if entry.get("unit") in UNIT_STAT and _num(entry.get("rate")) else None
+
+
+def _request(entry):
+    return {entry["unit"]: entry["rate"]}
+
+
+def rate_achieved(stats, requested=None):
+    """The share of its rate a rate-bound job achieved: fio's IOPS (or bandwidth) over the rate fio was given (its JSON's
+    job options: guest.py's "rate"; else `requested`), both {"iops" | "bps": n}. None when either is unknown."""
+    rate = _dict(_dict(stats).get("rate")) or _dict(requested)
+    for unit, key in UNIT_STAT.items():
+        if _num(rate.get(unit)):
+            return _ratio(_num(_dict(stats).get(key)), rate[unit])
+    return None
+
+
+def frontier(plan, reader, antagonist, alone=None):
+    """What the antagonist could have had with the reader's planned load served first: its capacity less the reader's
+    load, both in the antagonist's unit (IOPS for the 4k random shuffles, bytes per second for the 1 MiB writers) -
+    or what the antagonist does alone (`alone`, same unit) where that is less: the page-cache writer, whose
+    writeback never fills the disk, could not have had more. The assumption: the disk's IOPS and its bandwidth are
+    separate limits, each I/O taking one from the first and its bytes from the second - what QEMU's throttle on the
+    lab disk is. Where I/Os of different shapes share a device's time, the frontier of a pair of different shapes is
+    lower than this. {"unit", "capacity", "reader_load", "frontier", "bound" ("disk" or "alone")}, or None when the
+    plan lacks either job."""
+    rated = _planned(plan, reader)
+    ant = _dict(_dict(plan.get("antagonists")).get(antagonist))
+    unit, capacity = ant.get("unit"), _num(ant.get("capacity"))
+    load = _num(_dict(_dict(rated).get("load")).get(unit))
+    if not rated or unit not in UNIT_STAT or capacity is None or load is None:
+        return None
+    out = {"unit": unit, "capacity": capacity, "reader_load": load, "frontier": capacity - load, "bound": "disk"}
+    if _num(alone) is not None and alone < out["frontier"]:
+        out.update(frontier=alone, bound="alone")
+    return out
+
+
+def _verdict(conditions):
+    """False when a known condition fails, None when one is unknown, else True."""
+    if any(c is False for c in conditions):
+        return False
+    return None if any(c is None for c in conditions) else True
+
+
+def _at_most(value, bound):
+    return None if value is None else value <= bound
+
+
+def _at_least(value, bound):
+    return None if value is None else value >= bound
+
+
+def _cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target, plan):
     rstats = [s for s in (_stats(run, "reader_stats") for run in sel) if s is not None]
     astats = [s for s in (_stats(run, "antagonist_stats") for run in sel) if s is not None]
     rjob = _job(rstats)
@@ -219,7 +301,41 @@ def _cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_targ
         cell["met"] = None
     else:
         cell["met"] = cell["p99_ratio"] <= p99_ratio_target and cell["bw_share"] >= bw_share_target
+    cell["iops_kept"] = _ratio(cell["reader_stats"]["iops"]["median"], _median_of(solo_r, "iops"))
+    rated = _planned(plan, reader)
+    cell["rate"] = _rate_figures(plan, cell, rated, rstats, astats, solo_r, solo_a) if rated else None
+    if rated:
+        kept = cell["rate"]["kept"]
+        cell["flat_met"] = None
+        cell["rate_met"] = _verdict([_at_most(cell["p99_ratio"], RATE_TARGET["p99_ratio"]), kept,
+                                     _at_least(cell["rate"]["frontier_share"], RATE_TARGET["frontier_share"])])
+    else:
+        cell["rate_met"] = None
+        cell["flat_met"] = _verdict([_at_least(cell["iops_kept"], FLAT_TARGET["iops_kept"]),
+                                     _at_most(cell["p99_ratio"], FLAT_TARGET["p99_ratio"])])
     return cell
+
+
+def _rate_figures(plan, cell, rated, rstats, astats, solo_r, solo_a):
+    """A rate-bound cell's figures: the rate requested and achieved (medians of achieved / requested over the runs),
+    alone and here, and the antagonist's throughput against its frontier (in the antagonist's unit; its solo run
+    bounds it)."""
+    floor = 1 - RATE_TARGET["rate_tolerance"]
+    achieved = _agg([rate_achieved(s, _request(rated)) for s in rstats])["median"]
+    alone = _dict(_dict(solo_r).get("rate_achieved")).get("median")
+    out = {"unit": rated["unit"], "requested": rated["rate"], "percent": rated.get("percent"),
+           "achieved": achieved, "kept": _at_least(achieved, floor), "solo_achieved": alone,
+           "solo_kept": _at_least(alone, floor), "antagonist_unit": None, "capacity": None, "reader_load": None,
+           "frontier": None, "frontier_bound": None, "antagonist": None, "frontier_share": None}
+    unit = _dict(_dict(plan.get("antagonists")).get(cell["antagonist"])).get("unit")
+    front = frontier(plan, cell["reader"], cell["antagonist"],
+                     _median_of(solo_a, UNIT_STAT[unit]) if unit in UNIT_STAT else None)
+    if front:
+        thr = _agg([s.get(UNIT_STAT[front["unit"]]) for s in astats])["median"]
+        out.update(antagonist_unit=front["unit"], capacity=front["capacity"], reader_load=front["reader_load"],
+                   frontier=front["frontier"], frontier_bound=front["bound"], antagonist=thr,
+                   frontier_share=_ratio(thr, front["frontier"]) if front["frontier"] > 0 else None)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- formatting
@@ -313,9 +429,91 @@ def _readers(summary):
 
 
 def _target_line(summary):
-    t = summary["targets"]
-    return ("Target: reader p99 \u2264 %.2g%s its solo p99 and antagonist bandwidth \u2265 %.0f%% of its solo bandwidth "
-            "(medians over the repeats; spread = (max \u2212 min) / median)." % (t["p99_ratio"], TIMES, 100 * t["bw_share"]))
+    t, rate, flat = summary["targets"], RATE_TARGET, FLAT_TARGET
+    return ("Targets: a rate-bound reader's p99 \u2264 %.2g%s its solo p99 at the same rate, its rate kept (\u2265 %.0f%% "
+            "of it) and the antagonist \u2265 %.0f%% of its frontier; a flat-out reader \u2265 %.0f%% of its solo IOPS "
+            "with p99 \u2264 %.2g%s solo. \"target met\" in the per-reader and pair tables: reader p99 \u2264 %.2g%s its "
+            "solo p99 and antagonist bandwidth \u2265 %.0f%% of its solo bandwidth. Medians over the repeats; spread = "
+            "(max \u2212 min) / median." % (
+                rate["p99_ratio"], TIMES, 100 * (1 - rate["rate_tolerance"]), 100 * rate["frontier_share"],
+                100 * flat["iops_kept"], flat["p99_ratio"], TIMES, t["p99_ratio"], TIMES, 100 * t["bw_share"]))
+
+
+def _rated_cells(summary, config=None):
+    """The contended cells of rate-bound readers (of one configuration)."""
+    return [c for c in summary["cells"] if c["rate"] and (config is None or c["config"] == config)]
+
+
+def _fmt_unit(value, unit):
+    """A rate or throughput in its unit: '1000 IOPS', '100 MB/s'."""
+    return _fmt(value, "%.0f IOPS") if unit == "iops" else _fmt(value, "%.0f MB/s", 1e-6)
+
+
+def _fmt_kept(kept, achieved):
+    return DASH if kept is None else "%s (%s)" % ("yes" if kept else "no", _fmt(achieved, "%.1f%%", 100))
+
+
+def _rate_note(results):
+    """Where the rates came from, what the frontier assumes, and the target the pass mark is for."""
+    plan = _dict(results.get("rates"))
+    caps = []
+    for name, entry in sorted(_dict(plan.get("readers")).items()):
+        caps.append("%s %s of %s" % (name, _fmt_unit(entry.get("rate"), entry.get("unit")),
+                                     _fmt_unit(entry.get("capacity"), entry.get("unit"))))
+    return ("Rates from the %s (%s): each rate-bound reader is its flat-out profile with fio's rate (--rate_iops or "
+            "--rate, evenly spaced), at that percentage of the disk's capacity for its shape; solo p99 is the reader "
+            "alone at the same rate. Rate kept: fio's IOPS or bandwidth \u2265 %.0f%% of its rate (fio does not flag a "
+            "missed rate, and its clat leaves out how late an I/O was issued: a reader that falls behind shows here, "
+            "not in its p99). Frontier: the antagonist's capacity less the reader's planned load, in the antagonist's "
+            "unit, with the disk's IOPS and bandwidth taken as separate limits (QEMU's throttle on the lab disk; on a "
+            "device whose I/Os of different shapes share its time, the frontier of a mixed pair is lower); \"(alone)\": "
+            "what the antagonist did alone, where that is less (the page-cache writer). Pass: p99 "
+            "\u2264 %.2g%s solo, rate kept, antagonist \u2265 %.0f%% of its frontier." % (
+                plan.get("source", "disk's capacity"), "; ".join(caps) or DASH, 100 * (1 - RATE_TARGET["rate_tolerance"]),
+                RATE_TARGET["p99_ratio"], TIMES, 100 * RATE_TARGET["frontier_share"]))
+
+
+def _rate_table(results, summary, config):
+    """One configuration's rate-bound cells: the reader's tail and rate, the antagonist against its frontier."""
+    header = ["reader", "rate", "antagonist", "solo p99", "p99", "p99 / solo", "rate kept", "rate kept alone",
+              "antagonist", "frontier", "% of frontier", "vrate mean", "pass"]
+    rows = []
+    for cell in _rated_cells(summary, config):
+        rate, solo = cell["rate"], summary["solo"]["readers"].get(cell["reader"])
+        rows.append([cell["reader"], "%s (%s)" % (_fmt_unit(rate["requested"], rate["unit"]),
+                                                  _fmt(rate["percent"], "%d%%")),
+                     cell["antagonist"], fmt_latency(_median_of(solo, "p99")),
+                     fmt_latency(cell["reader_stats"]["p99"]["median"]), _fmt(cell["p99_ratio"], "%.2f" + TIMES),
+                     _fmt_kept(rate["kept"], rate["achieved"]), _fmt_kept(rate["solo_kept"], rate["solo_achieved"]),
+                     _fmt_unit(rate["antagonist"], rate["antagonist_unit"]),
+                     _fmt_unit(rate["frontier"], rate["antagonist_unit"]) + (
+                         " (alone)" if rate["frontier_bound"] == "alone" else ""),
+                     _fmt(rate["frontier_share"], "%.0f%%", 100),
+                     _fmt(cell["vrate_mean"], "%.0f%%"), _fmt_met(cell["rate_met"])])
+    return header, rows
+
+
+def _flat_table(results, summary):
+    """The flat-out readers' cells against their target: the reader's IOPS kept and its p99 against its solo run."""
+    header = ["config", "reader", "antagonist", "reader IOPS", "% of solo IOPS", "p99 / solo", "antagonist share of solo",
+              "pass"]
+    rows = []
+    for cell in summary["cells"]:
+        if cell["rate"] is None:
+            rows.append([_label(results, cell["config"]), cell["reader"], cell["antagonist"],
+                         _fmt(cell["reader_stats"]["iops"]["median"], "%.0f"), _fmt(cell["iops_kept"], "%.0f%%", 100),
+                         _fmt(cell["p99_ratio"], "%.2f" + TIMES), _fmt(cell["bw_share"], "%.0f%%", 100),
+                         _fmt_met(cell["flat_met"])])
+    return header, rows
+
+
+def _rate_titles(results, summary):
+    """The title of each configuration's rate-bound table, in presentation order."""
+    configs = []
+    for cell in _rated_cells(summary):
+        if cell["config"] not in configs:
+            configs.append(cell["config"])
+    return [(config, "Rate-bound readers: %s" % _label(results, config)) for config in configs]
 
 
 def _md_cell(text):
@@ -464,8 +662,15 @@ def _sweep_table(results, summary):
 
 
 def _sections(results, summary):
-    """(title, (header, rows)[, note]) of every table in the report, in order."""
-    out = [("Solo runs", _solo_table(results, summary))]
+    """(title, (header, rows)[, note]) of every table in the report, in order: the rate-bound readers per
+    configuration, the flat-out readers against their target, then the details."""
+    out = []
+    for i, (config, title) in enumerate(_rate_titles(results, summary)):
+        out.append((title, _rate_table(results, summary, config)) + ((_rate_note(results),) if i == 0 else ()))
+    flat = _flat_table(results, summary)
+    if flat[1]:
+        out.append(("Flat-out readers: reader IOPS kept and p99 / solo", flat))
+    out.append(("Solo runs", _solo_table(results, summary)))
     out += [(_reader_title(results, summary, r), _reader_table(results, summary, r)) for r in _readers(summary)]
     if summary["cells"]:
         out.append(("All pairs: reader p99 / solo, antagonist share of solo", _pairs_table(results, summary)))
@@ -635,8 +840,57 @@ def _tradeoff_figure(results, summary, reader, Figure):
     return _png(fig)
 
 
+def _frontier_figure(results, summary, Figure):
+    """Per configuration: each rate-bound cell's antagonist throughput (y) against its frontier (x), both as a share of
+    the antagonist's capacity; the diagonal is the frontier, the dashed line the target's share of it. Filled: the
+    reader held its p99 and its rate (the pass mark's reader half)."""
+    titles = _rate_titles(results, summary)
+    fig = Figure(figsize=(max(FIGSIZE[0], 4 * len(titles)), FIGSIZE[1] + 1), dpi=DPI)
+    axes = fig.subplots(1, len(titles), sharey=True, squeeze=False)[0]
+    plan = _dict(results.get("rates"))
+    antagonists, profiles = [], []
+    for cell in _rated_cells(summary):
+        profile = _planned(plan, cell["reader"]).get("profile") or cell["reader"]
+        antagonists += [cell["antagonist"]] if cell["antagonist"] not in antagonists else []
+        profiles += [profile] if profile not in profiles else []
+    markers = "os^Dv"
+    for ax, (config, title) in zip(axes, titles):
+        ax.plot([0, 100], [0, 100], color="black", linewidth=1, label="frontier")
+        ax.plot([0, 100], [0, 100 * RATE_TARGET["frontier_share"]], color="black", linestyle="--", linewidth=1,
+                label="%.0f%% of it" % (100 * RATE_TARGET["frontier_share"]))
+        for cell in _rated_cells(summary, config):
+            rate = cell["rate"]
+            if rate["frontier"] is None or rate["antagonist"] is None or not rate["capacity"]:
+                continue
+            held = _verdict([_at_most(cell["p99_ratio"], RATE_TARGET["p99_ratio"]), rate["kept"]])
+            color = "C%d" % antagonists.index(cell["antagonist"])
+            profile = _planned(plan, cell["reader"]).get("profile") or cell["reader"]
+            x, y = 100 * rate["frontier"] / rate["capacity"], 100 * rate["antagonist"] / rate["capacity"]
+            ax.scatter([x], [y], color=color, marker=markers[profiles.index(profile) % len(markers)],
+                       facecolors=color if held else "none")
+            ax.annotate(_fmt(rate["percent"], "%d%%"), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_xlim(0, 105)
+        ax.set_ylim(bottom=0)
+        ax.set_title(_label(results, config), fontsize="small")
+        ax.set_xlabel("frontier (% of the antagonist's capacity)")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("antagonist throughput (% of its capacity)")
+    # the legend's colours are the antagonists, its markers the readers' shapes
+    for i, antagonist in enumerate(antagonists):
+        axes[0].scatter([], [], color="C%d" % i, marker="s", label=antagonist)
+    for i, profile in enumerate(profiles):
+        axes[0].scatter([], [], color="gray", marker=markers[i % len(markers)], facecolors="none",
+                        label="%s at a rate" % profile)
+    axes[0].legend(fontsize="x-small")
+    fig.suptitle("Antagonist throughput against the frontier (labels: the reader's rate; filled: the reader held "
+                 "p99 \u2264 %.2g%s solo and its rate)" % (RATE_TARGET["p99_ratio"], TIMES), fontsize="small")
+    fig.tight_layout()
+    return _png(fig)
+
+
 def plots(results, summary):
-    """{"latency-<reader>": PNG bytes, "throughput-<reader>": PNG bytes} for each reader with contended cells."""
+    """{"latency-<reader>": PNG bytes, "throughput-<reader>": PNG bytes (flat-out readers)} for each reader with
+    contended cells, "frontier" with rate-bound cells, "tradeoff-<reader>" with a sweep."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -652,8 +906,12 @@ def plots(results, summary):
         if not antagonists:
             continue
         images["latency-" + _safe(reader)] = _latency_figure(results, summary, reader, antagonists, configs, Figure)
-        images["throughput-" + _safe(reader)] = _throughput_figure(results, summary, reader, antagonists, configs,
-                                                                   Figure)
+        if not any(c["rate"] for c in cells):
+            # the share of solo bandwidth; a rate-bound reader's antagonist is measured against its frontier instead
+            images["throughput-" + _safe(reader)] = _throughput_figure(results, summary, reader, antagonists, configs,
+                                                                       Figure)
+    if _rated_cells(summary):
+        images["frontier"] = _frontier_figure(results, summary, Figure)
     for reader in sorted(set(c["reader"] for c in summary.get("sweep") or [])):
         images["tradeoff-" + _safe(reader)] = _tradeoff_figure(results, summary, reader, Figure)
     return images
@@ -685,12 +943,10 @@ def html(results, summary, images):
              "<style>\n%s\n</style>" % STYLE, "</head>", "<body>", "<h1>%s</h1>" % esc(title),
              "<p>%s</p>" % esc(_meta_line(results))]
     shown = set()
-    titles = dict((_reader_title(results, summary, r), r) for r in _readers(summary))
+    places = _image_places(results, summary)
     for title, table, *note in _sections(results, summary):
         parts += ["<h2>%s</h2>" % esc(title)] + ["<p>%s</p>" % esc(n) for n in note] + [_html_table(*table)]
-        reader = titles.get(title)
-        for name in ("latency-", "throughput-", "tradeoff-") if reader else ():
-            name += _safe(reader)
+        for name in places.get(title, ()):
             if name in images:
                 shown.add(name)
                 parts.append(_img(name, images[name]))
@@ -698,6 +954,17 @@ def html(results, summary, images):
         parts.append(_img(name, images[name]))
     parts += ["<p>%s</p>" % esc(_target_line(summary)), "</body>", "</html>"]
     return "\n".join(parts) + "\n"
+
+
+def _image_places(results, summary):
+    """{section title: the images shown after it}: each reader's below its table, the frontier below the last
+    rate-bound table."""
+    places = dict((_reader_title(results, summary, r), [p + _safe(r) for p in ("latency-", "throughput-", "tradeoff-")])
+                  for r in _readers(summary))
+    titles = _rate_titles(results, summary)
+    if titles:
+        places[titles[-1][1]] = ["frontier"]
+    return places
 
 
 def _img(name, png):

@@ -124,7 +124,10 @@ def test_solo_medians_and_spread(summary):
     # All three equal: spread 0.
     assert summary["solo"]["antagonists"]["buffered"]["bw_bytes"]["spread"] == 0
     assert summary["solo"]["readers"]["seqread128k"] is None
-    assert summary["targets"] == {"p99_ratio": 1.5, "bw_share": 0.40}
+    assert summary["targets"] == {"p99_ratio": 1.5, "bw_share": 0.40, "rate": report.RATE_TARGET,
+                                  "flat": report.FLAT_TARGET}
+    assert report.RATE_TARGET == {"p99_ratio": 1.5, "rate_tolerance": 0.05, "frontier_share": 0.60}
+    assert report.FLAT_TARGET == {"iops_kept": 0.80, "p99_ratio": 2.0}
 
 
 def test_cells_order_and_counts(summary):
@@ -180,7 +183,7 @@ def test_ratios_and_target(summary):
 
 def test_custom_targets(results):
     s = report.summarize(results, p99_ratio_target=2.5, bw_share_target=0.42)
-    assert s["targets"] == {"p99_ratio": 2.5, "bw_share": 0.42}
+    assert (s["targets"]["p99_ratio"], s["targets"]["bw_share"]) == (2.5, 0.42)
     assert cell(s, "roles", "randread4k", "seqwrite1m")["met"] is True
     assert cell(s, "roles", "randread4k", "buffered")["met"] is True
     assert cell(s, "none", "randread4k", "buffered")["met"] is False
@@ -232,11 +235,14 @@ def test_markdown(results, summary):
     assert "| roles | seqwrite1m | 3 | 900 | 160 \u00b5s | 739 \u00b5s | 2.00 ms | 0.0% | 2.31\u00d7 | 210 | 42% | 2.0% | 95% | no |" in md
     assert ("| roles | buffered | 2 | 1000 | 150 \u00b5s | 400 \u00b5s | 1.20 ms | 10.0%% | 1.25\u00d7 | 100 | 50%% | %s | 80%% "
             "| yes |" % DASH) in md
-    assert ("| roles | seqread128k" not in md)
+    assert ("| roles | seqread128k" not in md.split("### Solo runs")[1])
     assert ("| roles | buffered | 3 | 200 | 600 \u00b5s | 1.50 ms | 3.00 ms | 0.0%% | %s | 300 | 150%% | %s | %s | %s |"
             % (DASH, DASH, DASH, DASH)) in md
-    assert md.rstrip().splitlines()[-1].startswith("Target: reader p99 \u2264 1.5\u00d7 its solo p99 and antagonist "
-                                                   "bandwidth \u2265 40% of its solo bandwidth")
+    assert md.rstrip().splitlines()[-1].startswith(
+        "Targets: a rate-bound reader's p99 \u2264 1.5\u00d7 its solo p99 at the same rate, its rate kept (\u2265 95% of it) "
+        "and the antagonist \u2265 60% of its frontier; a flat-out reader \u2265 80% of its solo IOPS with p99 \u2264 "
+        "2\u00d7 solo. \"target met\" in the per-reader and pair tables: reader p99 \u2264 1.5\u00d7 its solo p99 and "
+        "antagonist bandwidth \u2265 40% of its solo bandwidth.")
 
 
 def test_markdown_reader_table_has_one_row_per_cell(results, summary):
@@ -266,7 +272,8 @@ def test_broken_results_do_not_crash():
     assert "| x | a | 1 | %s |" % " | ".join([DASH] * 11) in md
     page = report.html(broken, s, {})
     assert "<td>%s</td>" % DASH in page
-    assert report.summarize({}) == {"targets": {"p99_ratio": 1.5, "bw_share": 0.4},
+    assert report.summarize({}) == {"targets": {"p99_ratio": 1.5, "bw_share": 0.4, "rate": report.RATE_TARGET,
+                                                "flat": report.FLAT_TARGET},
                                     "solo": {"readers": {}, "antagonists": {}}, "cells": []}
 
 
@@ -287,7 +294,7 @@ def test_html(results, summary):
     assert '<img alt="latency-randread4k" src="data:image/png;base64,iVBOR2Zha2U=">' in page
     assert "data:image/png;base64,iVBOR21vcmU=" in page
     assert "<td>2.31\u00d7</td>" in page and "<td>7.96 ms</td>" in page and "<td>42%</td>" in page
-    assert page.count("<table>") == 4  # solo, two readers, all pairs
+    assert page.count("<table>") == 5  # flat-out readers, solo, two readers, all pairs
     results["config_labels"]["roles"] = "<roles & co>"
     assert "<td>&lt;roles &amp; co&gt;</td>" in report.html(results, summary, {})
 
