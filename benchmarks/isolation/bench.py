@@ -384,10 +384,10 @@ def _rate_problems(results):
     plan = results.get("rates") or {}
     if not plan.get("readers"):
         return ["rate-bound readers ran without a rate plan"]
-    problems, tol = [], report.RATE_TARGET["rate_tolerance"]
+    problems, tol, rates = [], report.RATE_TARGET["rate_tolerance"], fio_rates(plan)
     for run in rated:
         name, st = run["reader"], run.get("reader_stats") or {}
-        want = fio_rates(plan).get(name)
+        want = rates.get(name)
         if st and st.get("rate") != want:
             problems.append("fio ran %s at %s, the plan says %s" % (name, st.get("rate"), want))
         if not run.get("antagonist"):

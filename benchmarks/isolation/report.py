@@ -188,14 +188,14 @@ def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
     readers = _order(results, "readers", "reader", runs)
     antagonists = _order(results, "antagonists", "antagonist", runs)
     plan = _dict(results.get("rates"))
-    solo = {"readers": dict((r, _solo(runs, configs, "reader", "antagonist", r, "reader_stats")) for r in readers),
-            "antagonists": dict((a, _solo(runs, configs, "antagonist", "reader", a, "antagonist_stats"))
-                                for a in antagonists)}
-    for reader, job in solo["readers"].items():
+    solo = {"readers": {}, "antagonists": dict((a, _solo(runs, configs, "antagonist", "reader", a, "antagonist_stats"))
+                                               for a in antagonists)}
+    for reader in readers:
+        config, stats = _solo_stats(runs, configs, "reader", "antagonist", reader, "reader_stats")
+        job = solo["readers"][reader] = dict(config=config, **_job(stats)) if stats else None
         rated = _planned(plan, reader)
         if job and rated:
             # Alone at its rate: whether the disk carries that rate at all.
-            stats = _solo_stats(runs, configs, "reader", "antagonist", reader, "reader_stats")[1]
             job["rate_achieved"] = _agg([rate_achieved(s, _request(rated)) for s in stats])
     cells = []
     for config in configs:

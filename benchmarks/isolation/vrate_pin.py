@@ -367,7 +367,8 @@ def main():
         gross = [c for c in configs if c in GROSS]
         need_db = set(configs) & set(NEEDS_DB) or gross and not a.model_from
         took = bench.calibrate(lab, db) if need_db else None
-        results["calibration"] = {"model": bench.calibrated_model(db), "seconds": took, "from": db}
+        results["calibration"] = {"model": bench.calibrated_model(db), "seconds": took,
+                                  "from": os.path.relpath(db, REPO)}
         if a.model_from:
             # what the gross configurations scale: a recorded run's calibration of the same lab disk
             results["calibration"]["recorded"] = {"model": recorded_model(a.model_from),

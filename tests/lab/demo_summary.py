@@ -166,9 +166,10 @@ def check(lines, inputs, roles=None, model_source=None, health_source=None, caps
                 problems.append(f"no {tenant} slice in the results")
     if not rest:
         return problems + ["no health gate line"]
-    health = HEALTH.match(rest.pop(0))
+    line = rest.pop(0)
+    health = HEALTH.match(line)
     if not health:
-        problems.append(f"not the health gate line: {lines[len(lines) - len(rest) - 1]!r}")
+        problems.append(f"not the health gate line: {line!r}")
     else:
         reading = inputs.get("io_isolation_health")
         if reading is None:
