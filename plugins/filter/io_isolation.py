@@ -11,7 +11,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import COST_COEFS, CodecError, parse_rate
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import (
+    COST_COEFS, QOS_PARAMS, CodecError, parse_rate)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._iocost import KERNEL_CLASSES, kernel_class
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import device_class, match_entry
 
@@ -97,26 +98,63 @@ def calibrated_qos(qos, vrate_max):
     return out
 
 
-def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=False, calibrated_vrate_max=None):
-    """The ``iocost`` module's ``devices`` for the disks, and where each model came from.
+# io_baseline_qos_solution's value for "no solution: the roles' QoS on every disk".
+NO_SOLUTION = ("", "none")
+
+
+def entry_solution(entry, name):
+    """(qos, figures, note) of the measured QoS solution ``name`` in a calibration entry.
+
+    ``qos`` is None when the entry has no usable solution of that name; ``note`` then says why and how
+    to get one (None when the entry has it). The solution's QoS is the io.cost.qos it was measured with
+    (``entry.solutions.<name>.qos``: rpct, rlat, wpct, wlat, min, max; rpct/wpct 0 pin vrate)."""
+    label = "the calibration entry %s firmware %s (%s bytes, %s)" % (
+        entry.get("model"), entry.get("firmware"), entry.get("capacity_bytes"), entry.get("date") or "undated")
+    solutions = entry.get("solutions")
+    if not isinstance(solutions, dict):
+        return None, None, ("%s has no measured QoS solutions (calibrated before the solution phase existed, or with "
+                            "solutions.measure=false): calibrate this class again (playbooks/calibrate.yml) to measure "
+                            "them" % label)
+    found = solutions.get(name)
+    if not isinstance(found, dict):
+        have = sorted(k for k, v in solutions.items() if isinstance(v, dict) and isinstance(v.get("qos"), dict))
+        # a name present with null: measured, and no level met the solution's bound
+        why = ("none was found (no measured vrate level kept the probe within its bound)" if name in solutions
+               else "it has %s" % (", ".join(have) or "none"))
+        return None, None, ("%s has no %r solution: %s; set io_baseline_qos_solution to one it has, or none"
+                            % (label, name, why))
+    qos = found.get("qos")
+    if not isinstance(qos, dict) or any(k not in qos for k in QOS_PARAMS):
+        return None, None, "%s: solution %r has no complete qos (%s); calibrate this class again" % (
+            label, name, ", ".join(QOS_PARAMS))
+    figures = dict((k, v) for k, v in found.items() if k != "qos")
+    return dict((k, qos[k]) for k in QOS_PARAMS), figures, None
+
+
+def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=False, calibrated_vrate_max=None,
+                solution=None):
+    """The ``iocost`` module's ``devices`` for the disks, and where each model and QoS came from.
 
     Model, in order: ``models`` (keyed by any identity form of the disk), the ``calibration`` entry
     ``_calibration_db.match_entry`` picks, else the kernel's class (``ctrl: auto``).
-    QoS: the common ``qos``; a calibration entry's own QoS only with ``calibration_qos`` (it marks
-    where the device saturates, far above what a latency-sensitive reader tolerates: the isolation
-    benchmark measured no protection with it). On a calibration entry's model the QoS ``max`` is at most
-    ``calibrated_vrate_max`` (``calibrated_qos``). Returns
-    ``{devices: [{device, model, qos}], sources: {selector: explicit|calibration|kernel}, warnings: [],
+    QoS on a calibration entry's model: its measured ``solution`` (``entry_solution``) where the entry
+    has one; else the common ``qos`` (the entry's own saturation QoS only with ``calibration_qos``, which
+    also wins over a solution: it is asked for by name). Either way ``max`` is at most
+    ``calibrated_vrate_max`` (``calibrated_qos``). Explicit models and the kernel's class take ``qos``.
+    Returns ``{devices: [{device, model, qos}], sources: {selector: explicit|calibration|kernel},
+    qos_sources: {selector: {from: solution|qos|calibration, solution, vrate}}, warnings: [],
     disks: [{device, model}], uncalibrated: [{device, name, model, firmware, capacity_bytes}]}``: ``disks``
     has the six coefficients each disk will run on once applied, for planning shares of a model before
     the apply (the ``io_max_caps`` and ``per_disk`` filters); ``uncalibrated`` the disks on the kernel's
     class, with the class a calibration entry would need (io_baseline says so, or refuses them).
     """
-    out = {"devices": [], "sources": {}, "warnings": [], "disks": [], "uncalibrated": []}
+    solution = None if solution is None or str(solution).strip().lower() in NO_SOLUTION else str(solution).strip()
+    out = {"devices": [], "sources": {}, "qos_sources": {}, "warnings": [], "disks": [], "uncalibrated": []}
     for disk in disks or []:
         identity = disk["identity"]
         names = _identity_names(identity)
         model, source, disk_qos = None, "kernel", qos
+        qos_source = {"from": "qos", "solution": None}
         explicit = [v for k, v in (models or {}).items() if str(k) in names]
         if explicit:
             model, source = explicit[0], "explicit"
@@ -126,21 +164,62 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
                 out["warnings"].append(warning)
             if entry:
                 model, source = entry.get("iocost_model"), "calibration"
-                if calibration_qos:
-                    disk_qos = entry.get("qos") or qos
+                if calibration_qos and entry.get("qos"):
+                    disk_qos, qos_source = entry["qos"], {"from": "calibration", "solution": None}
+                elif solution is not None:
+                    found, figures, note = entry_solution(entry, solution)
+                    if found is not None:
+                        disk_qos = found
+                        qos_source = dict(figures, **{"from": "solution", "solution": solution})
+                    else:
+                        out["warnings"].append("%s: %s; it runs the roles' QoS%s meanwhile" % (
+                            identity.get("name"), note,
+                            "" if calibrated_vrate_max is None else " with max at most %s" % calibrated_vrate_max))
                 disk_qos = calibrated_qos(disk_qos, calibrated_vrate_max)
         selector = stable_selector(identity)
         item = {"device": selector, "model": model or {"ctrl": "auto"}}
         if disk_qos:
             item["qos"] = disk_qos
+        qos_source["vrate"] = [disk_qos.get("min"), disk_qos.get("max")] if disk_qos else None
         out["devices"].append(item)
         out["sources"][selector] = source
+        out["qos_sources"][selector] = qos_source
         if source == "kernel":
             cls = device_class(identity)
             out["uncalibrated"].append({"device": selector, "name": identity.get("name"), "model": cls[0],
                                         "firmware": cls[1], "capacity_bytes": cls[2]})
         out["disks"].append({"device": selector, "model": expected_model(disk, model)})
     return out
+
+
+def qos_source_text(qos_sources, detail="full"):
+    """One phrase per disk for ``iocost_plan``'s ``qos_sources``: which QoS is in force (verify.yml, the summary).
+
+    ``detail`` full: "<selector>: <source>, vrate <bounds>"; source: "<source>" alone."""
+    if detail not in ("full", "source"):
+        raise AnsibleFilterError("qos_source_text: detail is %r; give full or source" % (detail,))
+    out = []
+    for selector, src in sorted((qos_sources or {}).items()):
+        src = src or {}
+        vrate = src.get("vrate") or [None, None]
+        span = ("vrate %s%%" % _num(vrate[0]) if vrate[0] == vrate[1] else "vrate %s-%s%%" % (
+            _num(vrate[0]), _num(vrate[1]))) if vrate[1] is not None else "the kernel's vrate bounds"
+        if src.get("from") == "solution":
+            what = "the %s solution" % src.get("solution")
+        elif src.get("from") == "calibration":
+            what = "the calibration entry's QoS"
+        else:
+            what = "the roles' QoS"
+        out.append(what if detail == "source" else "%s: %s, %s" % (selector, what, span))
+    return out
+
+
+def _num(value):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return "%d" % value if value.is_integer() else "%g" % value
 
 
 def expected_model(disk, model):
@@ -310,5 +389,5 @@ class FilterModule(object):
     def filters(self):
         return {"select_disks": select_disks, "iocost_plan": iocost_plan, "io_max_caps": io_max_caps,
                 "ram_share": ram_share, "per_disk": per_disk, "disk_entries": disk_entries,
-                "group_entries": group_entries,
+                "group_entries": group_entries, "qos_source_text": qos_source_text,
                 "drift_summary": drift_summary}

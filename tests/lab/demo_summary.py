@@ -25,7 +25,7 @@ DISK = re.compile(r"^disk (?P<name>\S+) \((?P<majmin>\d+:\d+), serial (?P<serial
                   r"\[(?P<mctrl>auto|user)\] rbps=(?P<rbps>\d+) wbps=(?P<wbps>\d+) rrandiops=(?P<rrandiops>\d+) "
                   r"wrandiops=(?P<wrandiops>\d+); qos (?P<enable>on|off) \[(?P<qctrl>auto|user)\] "
                   r"rpct=(?P<rpct>[\d.]+) rlat=(?P<rlat>\d+)us wpct=(?P<wpct>[\d.]+) wlat=(?P<wlat>\d+)us "
-                  r"vrate (?P<min>[\d.]+)-(?P<max>[\d.]+)%$")
+                  r"vrate (?P<min>[\d.]+)-(?P<max>[\d.]+)%(?: \((?P<qsource>[^)]*)\))?$")
 SLICE_IDLE = re.compile(r"^slice (?P<name>\S+): no cgroup \(nothing runs in it yet: systemd creates it with the persisted "
                         r"settings when a unit starts there\)$")
 SLICE = re.compile(r"^slice (?P<name>\S+): io\.weight (?P<weight>\d+|-)(?P<rest>.*), cpu\.weight (?P<cpu>\d+|-)$")
@@ -139,6 +139,12 @@ def check(lines, inputs, roles=None, model_source=None, health_source=None, caps
             same = _num(m[key]) == _num(value) if isinstance(value, (int, float)) else m[key] == str(value)
             if not same:
                 problems.append(f"disk {m['name']}: {key} {m[key]}, the result says {value}")
+        qsrc = (inputs.get("io_baseline_qos_sources") or {}).get(dev["stable_selector"])
+        if qsrc is not None:
+            said = {"solution": f"the {qsrc.get('solution')} solution",
+                    "calibration": "the calibration entry's QoS"}.get(qsrc.get("from"), "the roles' QoS")
+            if m["qsource"] != said:
+                problems.append(f"disk {m['name']}: QoS from {m['qsource']!r}, the plan says {said!r}")
         if model_source is not None and m["source"] != model_source:
             problems.append(f"disk {m['name']}: model from {m['source']}, expected {model_source}")
         for key in ("rbps", "wbps", "rrandiops", "wrandiops"):

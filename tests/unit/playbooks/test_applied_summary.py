@@ -58,6 +58,11 @@ def _case(roles, calibration, reboot, health):
     disks = _recorded("both-calibration-apply" if calibration else "inference-kernel-reboot")["inputs"]
     inputs["io_baseline_disks"] = disks["io_baseline_disks"]
     inputs["io_baseline_model_sources"] = disks["io_baseline_model_sources"]
+    # Recorded before the QoS solutions existed: each disk's QoS source as io_baseline plans it now (the isolation
+    # solution on a calibrated disk, the roles' QoS on the kernel's class).
+    inputs["io_baseline_qos_sources"] = dict(
+        (d["device"]["stable_selector"], {"from": "solution", "solution": "isolation", "vrate": [80, 80]} if calibration
+         else {"from": "qos", "solution": None, "vrate": [10, 10000]}) for d in disks["io_baseline_disks"])
     inputs.pop("io_isolation_reboot_elapsed", None)
     inputs["io_isolation_reboot_required"] = False
     if reboot:
@@ -128,6 +133,7 @@ def test_summary_lines(rendered, key):
         assert lines[0].endswith("reboot required: False")
     for line in lines[1:1 + ndisks]:
         assert f"model from {'calibration' if calibration else 'kernel'} " in line
+        assert line.endswith("% (the isolation solution)" if calibration else "% (the roles' QoS)"), line
     slices = [line.split(":")[0] for line in lines[1 + ndisks:-1]]
     assert slices == [f"slice {t}.slice" for t in ROLES[roles]]
     for tenant, line in zip(ROLES[roles], lines[1 + ndisks:-1]):
@@ -158,6 +164,8 @@ def test_without_a_reading_the_summary_says_so_and_the_check_fails(rendered):
     (lambda lines: lines[:-1] + [lines[-1].replace("host_profile", "io_facts")], "source"),
     (lambda lines: lines[:-1] + [lines[-1].replace("avg10 ", "avg10 9")], "avg10"),
     (lambda lines: [lines[0]] + lines[2:], "disk lines for"),
+    (lambda lines: [lines[0], lines[1].replace("(the isolation solution)", "(the bandwidth solution)")] + lines[2:],
+     "QoS from"),
 ])
 def test_the_check_catches_a_wrong_line(rendered, mangle, problem):
     """The checker is not a test that cannot fail: each kind of wrong line is reported."""
