@@ -38,6 +38,9 @@ def add_vm_args(ap, guest, name, disk_capacity="none"):
     ap.add_argument("--tcg-thread", choices=("multi", "single"), default="multi",
                     help="under TCG, lab.py's --tcg-thread: single keeps a kprobe's attach from racing the other vCPU "
                          "(docs/kernel-files.md); default %(default)s")
+    ap.add_argument("--kernel", default="debian",
+                    help="lab.py's --kernel: debian (the guest's own), custom (make lab-kernel: io.latency and "
+                         "io.prio.class) or a bzImage path; default %(default)s")
     ap.add_argument("--reuse", action="store_true", help="use a running VM of that name")
     ap.add_argument("--keep", action="store_true", help="leave the VM running")
 
@@ -52,7 +55,8 @@ def vm(a):
         caps = {"none": [], "device-bound": ["--device-bound"]}.get(a.disk_capacity)
         if caps is None:
             caps = ["--disk-capacity=%s=%s" % (drive, a.disk_capacity) for drive in ("nvme-a", "nvme-b")]
-        sh(LAB + ["up", a.guest, "--name", a.name, "--boot-attempts", "2", "--tcg-thread", a.tcg_thread] + caps)
+        sh(LAB + ["up", a.guest, "--name", a.name, "--boot-attempts", "2", "--tcg-thread", a.tcg_thread,
+                  "--kernel", getattr(a, "kernel", "debian")] + caps)
     try:
         yield a.name
     finally:

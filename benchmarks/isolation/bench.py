@@ -16,6 +16,16 @@ antagonist's frontier: its capacity less the reader's load). Configurations, in 
                     class, calibrated once per benchmark into <out>/calibration-db)
   iocost_default    iocost_default.yml: iocost with the kernel's model class, weights 1000:100
 
+With --kernel custom (the lab kernel with io.latency, make lab-kernel), --configs may also name:
+
+  roles_calibrated_iolatency  roles_calibrated plus the inference slice's io.latency target (--iolatency-us),
+                              beside the calibrated model's iocost QoS solution
+  iolatency                   purge.yml and a reboot, then only that target (iolatency.yml): io.latency instead
+                              of iocost
+
+The roles_calibrated configurations take the calibration entry's measured isolation solution (io_baseline's
+io_baseline_qos_solution default), so the report shows what a calibration's solution does on an identical disk.
+
 The order matters: with the kernel's QoS (ctrl=auto) iocost steps its class up to ssd_fast once
 vrate stays above 500% for 10 s, and a user QoS written later keeps that class. The roles write
 their QoS right after the reboot, as on a freshly booted host, so they run with the class the
@@ -58,8 +68,14 @@ from labvm import (LAB, accel, add_vm_args, ansible_playbook, disk_capacity, gue
 latency = module_utils("_latency")
 
 CONFIGS = ("none", "roles", "roles_calibrated", "iocost_default")
+# On a kernel with io.latency only (--kernel custom; Debian's kernels do not build it), asked for by --configs:
+# the inference slice's io.latency target instead of iocost, and beside the roles' calibrated iocost solution.
+IOLATENCY_CONFIGS = ("iolatency", "roles_calibrated_iolatency")
 LABELS = {"none": "no isolation", "iocost_default": "iocost, kernel model, weights 1000:100",
-          "roles": "roles, defaults", "roles_calibrated": "roles + calibrated model"}
+          "roles": "roles, defaults", "roles_calibrated": "roles + calibrated model",
+          "iolatency": "io.latency target, no iocost", "roles_calibrated_iolatency": "roles + calibrated + io.latency"}
+# Configurations that need the calibration database.
+CALIBRATED = ("roles_calibrated", "roles_calibrated_iolatency")
 READERS = ("randread4k", "seqread128k")
 ANTAGONISTS = ("seqwrite1m", "randread64", "uring_sqpoll", "buffered")
 EXPERIMENTS = ("randread64_idle", "uring_sqpoll_idle")   # --antagonists only: ioprio's effect
@@ -130,9 +146,9 @@ class Lab:
         return time.time() - t0
 
 
-def apply(lab, config, fresh, db, extra=None):
+def apply(lab, config, fresh, db, extra=None, iolatency_us=None):
     """Put the host into `config` through the collection; returns the seconds it took. `extra`: more
-    variables for the roles (to try other defaults)."""
+    variables for the roles (to try other defaults); `iolatency_us`: the io.latency configurations' target."""
     t0 = time.time()
     # The health gate would fail a host that a previous run just stalled: not what is measured here.
     roles = dict({"io_isolation_health_fail_pct": 101, "io_isolation_health_warn_pct": 101}, **(extra or {}))
@@ -149,6 +165,15 @@ def apply(lab, config, fresh, db, extra=None):
                      dict(roles, io_isolation_calibration_dir=os.path.join(lab.out, "no-calibration-db")))
     elif config == "roles_calibrated":
         lab.playbook(os.path.join(REPO, "playbooks", "site.yml"), dict(roles, io_isolation_calibration_dir=db))
+    elif config == "roles_calibrated_iolatency":
+        lab.playbook(os.path.join(REPO, "playbooks", "site.yml"),
+                     dict(roles, io_isolation_calibration_dir=db, inference_io_latency_us=iolatency_us))
+    elif config == "iolatency":
+        # iocost off (purge, then a reboot resets the kernel state), the target on the inference slice alone
+        lab.playbook(os.path.join(REPO, "playbooks", "purge.yml"))
+        sh(LAB + ["reboot", lab.name], capture_output=True)
+        lab.write_inventory()
+        lab.playbook(os.path.join(HERE, "iolatency.yml"), {"bench_iolatency_us": iolatency_us})
     else:
         raise SystemExit("unknown configuration %s" % config)
     # After a reboot the filesystem is not mounted; prepare is idempotent.
@@ -462,6 +487,9 @@ def main():
     ap.add_argument("--roles-vars", type=json.loads, default={},
                     help="JSON variables for the roles in the roles configurations (to try other defaults)")
     ap.add_argument("--calibration-db", help="an existing calibration database directory (else calibrate)")
+    ap.add_argument("--iolatency-us", type=int, default=1000,
+                    help="the inference slice's io.latency target in the io.latency configurations (%s); default "
+                         "%%(default)s" % ", ".join(IOLATENCY_CONFIGS))
     ap.add_argument("--smoke", action="store_true",
                     help="one configuration (roles), the pairs of SMOKE_PAIRS (one rate-bound), 3 s runs, one repeat")
     ap.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True,
@@ -481,14 +509,20 @@ def main():
         a.readers = ",".join(dict.fromkeys(pair[0] for pair in SMOKE_PAIRS))
         a.antagonists = ",".join(dict.fromkeys(pair[1] for pair in SMOKE_PAIRS))
         a.sweep, pairs = False, SMOKE_PAIRS
-    configs = [c for c in CONFIGS if c in a.configs.split(",")]
+    configs = [c for c in CONFIGS + IOLATENCY_CONFIGS if c in a.configs.split(",")]
+    unknown = sorted(set(a.configs.split(",")) - set(CONFIGS + IOLATENCY_CONFIGS))
+    if unknown:
+        raise SystemExit("unknown configuration %s (known: %s)" % (", ".join(unknown), ", ".join(CONFIGS + IOLATENCY_CONFIGS)))
+    if set(configs) & set(IOLATENCY_CONFIGS) and a.kernel == "debian":
+        raise SystemExit("%s need io.latency, which Debian's kernels do not build: add --kernel custom (make lab-kernel)"
+                         % ", ".join(sorted(set(configs) & set(IOLATENCY_CONFIGS))))
     readers, antagonists = a.readers.split(","), a.antagonists.split(",")
     for n in readers + antagonists:
         if guest.RATE_SEP in n and n in readers:
             rate_reader(n)
         elif n not in READERS + ANTAGONISTS + EXPERIMENTS:
             raise SystemExit("unknown profile %s" % n)
-    if a.disk_capacity == "none" and "roles_calibrated" not in configs:
+    if a.disk_capacity == "none" and not set(CALIBRATED) & set(configs):
         rate_plan(readers, antagonists)      # nothing will give the rates a capacity: refused before the boot
     # Absolute: ansible-playbook resolves a relative calibration directory against the playbook's.
     a.out = os.path.abspath(a.out)
@@ -496,7 +530,7 @@ def main():
     db = os.path.abspath(a.calibration_db or os.path.join(a.out, "calibration-db"))
     lab = Lab(a.name, a.out)
     t_start = time.time()
-    results = {"meta": {"guest": a.guest, "seconds": a.seconds, "ramp": a.ramp, "repeats": a.repeats,
+    results = {"meta": {"guest": a.guest, "kernel_choice": a.kernel, "iolatency_us": a.iolatency_us, "seconds": a.seconds, "ramp": a.ramp, "repeats": a.repeats,
                         "device": DEVICE, "roles_vars": a.roles_vars, "probe": a.probe,
                         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                "configs": configs, "config_labels": LABELS, "readers": readers, "antagonists": antagonists,
@@ -508,7 +542,7 @@ def main():
                                if capacity else "unthrottled"), flush=True)
         prep = lab.guest("prepare", {"serial": DEVICE, "mount": MOUNT, "files": FILES})
         print("prepared %s on %s (filled %s)" % (MOUNT, prep["device"], prep["made"] or "nothing"), flush=True)
-        if "roles_calibrated" in configs:
+        if set(CALIBRATED) & set(configs):
             took = calibrate(lab, db)
             print("calibration database %s (%s)" % (db, "calibrated in %s s" % took if took else "reused"), flush=True)
             results["calibration"] = {"model": calibrated_model(db), "seconds": took}
@@ -523,7 +557,7 @@ def main():
         fresh = not a.reuse
         for rep in range(1, a.repeats + 1):
             for i, config in enumerate(configs):
-                took = apply(lab, config, fresh, db, a.roles_vars)
+                took = apply(lab, config, fresh, db, a.roles_vars, a.iolatency_us)
                 fresh = False
                 spec = {"serial": DEVICE, "mount": MOUNT, "seconds": a.seconds, "ramp": a.ramp,
                         "cells": cells_for(config, i == 0, readers, antagonists, pairs),

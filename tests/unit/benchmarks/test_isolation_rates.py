@@ -539,3 +539,23 @@ def test_main_refuses_rate_bound_readers_without_a_capacity_before_booting(monke
     monkeypatch.setattr(sys, "argv", ["bench.py", "--readers", "randread4k@150"])
     with pytest.raises(SystemExit, match="unknown rate-bound reader randread4k@150"):
         bench.main()
+
+
+# ---------------------------------------------------------------------------------------------- io.latency rows
+
+@pytest.mark.parametrize("argv, message", [
+    (["--configs", "iolatency"], "Debian's kernels do not build: add --kernel custom"),
+    (["--configs", "roles_calibrated_iolatency,roles"], "roles_calibrated_iolatency need io.latency"),
+    (["--configs", "roles,bogus"], "unknown configuration bogus"),
+])
+def test_configurations_refused_before_the_boot(monkeypatch, argv, message):
+    """An io.latency comparison on a kernel without io.latency, or an unknown configuration: refused before any VM."""
+    monkeypatch.setattr(sys, "argv", ["bench.py"] + argv)
+    monkeypatch.setattr(bench, "vm", lambda a: pytest.fail("booted a VM"))
+    with pytest.raises(SystemExit, match=message):
+        bench.main()
+
+
+def test_iolatency_configurations_have_labels_and_calibrate():
+    assert set(bench.IOLATENCY_CONFIGS) <= set(bench.LABELS)
+    assert "roles_calibrated_iolatency" in bench.CALIBRATED and "iolatency" not in bench.CALIBRATED
