@@ -14,10 +14,13 @@ The order of a call:
 3. write the journal, create the scratch file, then hold the disk for measuring through the
    reconcile engine (scheduler ``none``, ``nomerges`` 1, iocost off), read back and verified;
 4. the six fio measurements and the QoS latency runs (``_fio``);
-5. always (success, fio failure, SIGTERM/SIGHUP/SIGINT): put back scheduler, ``nr_requests``
-   (a scheduler switch resets it), ``nomerges`` and the ``io.cost.qos`` line, then ``wbt_lat_usec``
-   if the kernel moved it, all through the engine and verified; remove the scratch file, then the
-   journal.
+5. with ``solutions``: the solution phase (``_solutions``): the measured model written to
+   ``io.cost.model``, vrate pinned at each level by ``io.cost.qos``, a probe and an antagonist in two
+   transient scopes of the calibration slice;
+6. always (success, fio failure, SIGTERM/SIGHUP/SIGINT): stop the calibration slice (what is left in
+   it ends), put back scheduler, ``nr_requests`` (a scheduler switch resets it), ``nomerges``, the
+   ``io.cost.model`` and ``io.cost.qos`` lines, then ``wbt_lat_usec`` if the kernel moved it, all
+   through the engine and verified; remove the scratch file, then the journal.
 
 A SIGKILL cannot be caught: the journal lets the next call (for any disk) put the disk back and
 remove the scratch file, before it plans its own target. A reboot resets the kernel state by
@@ -40,6 +43,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calib
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _fio as fio
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost as iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _solutions as solutions
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import slug
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
@@ -47,6 +51,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile im
 )
 
 IOCOST_QOS = blk_queue.IOCOST_QOS
+IOCOST_MODEL = "/sys/fs/cgroup/io.cost.model"
 JOURNAL_DIR = "/run/aiinfra-io_isolation"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # What the measurement needs on the disk (the reference tool sets the same): no scheduler and no
@@ -119,6 +124,22 @@ def _qos_setting(record, desired):
                         device=record.majmin, order=200, reset={"enable": 0, "ctrl": "auto"})
 
 
+def _model_setting(record, desired):
+    return CodecSetting("io.cost.model[%s]" % record.majmin, IOCOST_MODEL, codecs.IO_COST_MODEL, desired,
+                        device=record.majmin, order=190, reset={"ctrl": "auto"})
+
+
+def pin(fs, record, model, qos):
+    """iocost on for the solution phase: ``model`` (the six coefficients; None: leave the model) and ``qos``
+    (the six QoS keys) with enable=1 ctrl=user, through the engine and verified; returns the disk's qos line."""
+    settings = []
+    if model is not None:
+        settings.append(_model_setting(record, dict((k, int(model[k])) for k in codecs.COST_COEFS)))
+    settings.append(_qos_setting(record, dict(qos, enable=1, ctrl="user")))
+    Reconciler(fs).run(settings, [])
+    return solutions.qos_line(fs, record.majmin)
+
+
 def hold(fs, record, snap):
     """Put the disk into measuring state through the engine (verified; undone on failure)."""
     settings, problems = _queue_settings(fs, record, dict(HOLD_QUEUE))
@@ -134,10 +155,20 @@ def restore(fs, record, snap):
     queue = snap["queue"]
     attrs = dict((attr, queue[attr]) for attr in RESTORED_QUEUE if queue.get(attr) is not None)
     settings, problems = _queue_settings(fs, record, attrs)
-    qos = snap.get("iocost_qos")
+    model, qos = snap.get("iocost_model"), snap.get("iocost_qos")
+    now_model, now_qos = iocost.held(fs, record.majmin)
+    # The solution phase writes the model: put the one before back. A disk that had no iocost lines before
+    # (iocost never initialised on it) keeps the lines the phase's writes made - the kernel cannot take them
+    # away - set to what an uninitialised disk behaves as: the built-in model, iocost off.
+    if model:
+        settings.append(_model_setting(record, codecs.IO_COST_MODEL.as_desired({record.majmin: model})[record.majmin]))
+    elif now_model:
+        settings.append(_model_setting(record, {"ctrl": "auto"}))
     if qos:
         desired = codecs.IO_COST_QOS.as_desired({record.majmin: qos})[record.majmin]
         settings.append(_qos_setting(record, desired))
+    elif now_qos:
+        settings.append(_qos_setting(record, {"enable": 0, "ctrl": "auto"}))
     result = Reconciler(fs).run(settings, problems)
     result["notes"] = _restore_wbt(fs, record, queue.get("wbt_lat_usec"))
     return result
@@ -170,11 +201,12 @@ def _boot_id(fs):
     return (fs.read(BOOT_ID) or "").strip()
 
 
-def write_journal(fs, record, snap, target):
+def write_journal(fs, record, snap, target, slice_name=None):
+    """The journal a killed run is repaired from: the disk's snapshot, the scratch file, the solution phase's slice."""
     fs.mkdir(JOURNAL_DIR, 0o700)
     entry = {"device": record.brief(), "stable_id": record.stable_id, "pid": os.getpid(), "boot_id": _boot_id(fs),
              "started": time.time(), "snapshot": snap,
-             "scratch": target.path if target.kind == "file" else None}
+             "scratch": target.path if target.kind == "file" else None, "slice": slice_name}
     fs.atomic_write(journal_path(record), json.dumps(entry, sort_keys=True) + "\n", mode=0o600)
 
 
@@ -200,14 +232,15 @@ def _running(fs, entry):
     return bool(entry.get("boot_id") == _boot_id(fs) and pid and pid != os.getpid() and _alive(pid))
 
 
-def recover(fs, resolver):
+def recover(fs, resolver, run=None, which=None):
     """Undo what killed calibrations left, for every journal whose process is gone.
 
     Runs before the target is planned, so a killed run's scratch file no longer takes the free
     space and its disk is back in its own state before it is checked again. In the same boot the
     disk is found by the journal's MAJ:MIN (still valid) and checked against its stable identity;
-    after a reboot the kernel state is fresh and only the scratch file is removed. Returns a
-    report per journal.
+    after a reboot the kernel state is fresh and only the scratch file is removed. A solution phase's
+    slice is stopped first (its fio processes outlive a killed module), with ``run``/``which`` (the
+    command runner). Returns a report per journal.
     """
     reports = []
     for name in fs.listdir(JOURNAL_DIR):
@@ -220,6 +253,8 @@ def recover(fs, resolver):
         report = {"journal": path, "device": entry.get("device"), "started": entry.get("started"),
                   "restored": None, "removed_scratch": None, "notes": []}
         if entry.get("boot_id") == _boot_id(fs):
+            if entry.get("slice"):
+                report["stopped_slice"] = _stop_slice(fs, run, which, path)
             try:
                 record = resolver.resolve((entry.get("device") or {}).get("majmin") or "")
             except DeviceError as e:
@@ -244,6 +279,19 @@ def recover(fs, resolver):
         fs.remove(path)
         reports.append(report)
     return reports
+
+
+def _stop_slice(fs, run, which, journal):
+    """Stop the solution phase's slice for :func:`recover`; CalibrationError when it cannot."""
+    systemctl = which("systemctl") if which else None
+    if run is None or systemctl is None:
+        raise CalibrationError("the calibration journal %s names the slice %s of a killed solution phase, and "
+                               "systemctl is not available to stop it; stop it by hand (systemctl stop %s) and run "
+                               "again" % (journal, solutions.SLICE, solutions.SLICE))
+    problem = solutions.stop_slice(run, systemctl, fs)
+    if problem:
+        raise CalibrationError("repairing the killed calibration of journal %s: %s" % (journal, problem))
+    return solutions.SLICE
 
 
 def refuse_if_running(fs, record):
@@ -296,6 +344,10 @@ def _request(params):
         raise CalibrationError("numjobs must be at least 1")
     if params.get("qos_seconds", 1) < 1:
         raise CalibrationError("qos_seconds must be at least 1")
+    try:
+        solutions.options(params.get("solutions"))
+    except solutions.SolutionError as e:
+        raise CalibrationError(str(e))
     return sizes["scratch_size"], sizes["big_block_size"], sizes["scratch_headroom"]
 
 
@@ -309,13 +361,15 @@ def _tool_runner(runner):
     return run
 
 
-def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
-    """The module's work. ``runner`` is a ``_commands.Runner``; ``measure`` replaces fio in tests."""
+def calibrate(fs, resolver, runner, params, check_mode=False, measure=None, solve=None):
+    """The module's work. ``runner`` is a ``_commands.Runner``; ``measure`` replaces the model phase's fio runs
+    and ``solve`` the solution phase's point runs (:func:`_solve`'s signature) in tests."""
     scratch_size, big_bs, headroom = _request(params)
     rule = stop_rule(params.get("stop_rule"))
     run = _tool_runner(runner)
     # first repair what killed runs left (their disks' state, their scratch files)
-    recovered = [] if check_mode else recover(fs, resolver)
+    recovered = [] if check_mode else recover(fs, resolver, run, runner.which)
+    phase_opts = solutions.options(params.get("solutions"))
     request = dict(params, scratch_size=scratch_size)
     if headroom is not None:
         request["headroom_min"] = headroom
@@ -346,13 +400,21 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
                        "qos_seconds": params.get("qos_seconds"), "measure_qos": params.get("measure_qos", True)}}
     km, kclass = kernel_model(snap, record)
     base.update(kernel_model=km, kernel_class=kclass, held_before=snap)
+    tools, skipped = (None, "not asked for (solutions.measure=false)") if phase_opts is None else \
+        solutions.preflight(fs, runner.which)
+    phase = {"measured": False, "skipped": skipped, "rule": solutions.RULE, "options": phase_opts,
+             "bound_seconds": solutions.phase_seconds(phase_opts) if tools else 0}
+    base["method"]["solutions"] = phase_opts
+    if phase_opts is not None and tools is None:
+        base.setdefault("warnings", []).append("%s: no QoS solutions measured: %s" % (record.name, skipped))
     if check_mode:
-        base.update(changed=False, msg="would measure %s through %s %s" % (record.name, target.kind, target.path))
+        base.update(changed=False, msg="would measure %s through %s %s" % (record.name, target.kind, target.path),
+                    solution_phase=phase)
         return base
     started = time.time()
     timings = {}
     result = dict(base, recovered=recovered, changed=target.kind == "device")
-    write_journal(fs, record, snap, target)
+    write_journal(fs, record, snap, target, solutions.SLICE if tools else None)
     failure = None
     try:
         with signals_as_exceptions():
@@ -365,8 +427,13 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
                 with targets.claim(target):
                     hold(fs, record, snap)
                     result.update((measure or _measure)(binary, target, rule, params, big_bs, timings))
+                    if tools:
+                        t0 = time.time()
+                        phase.update((solve or _solve)(fs, record, binary, tools, target, phase_opts, result))
+                        phase.update(measured=True)
+                        timings["solutions"] = round(time.time() - t0, 2)
             finally:
-                result["restore"] = _restore_all(fs, record, snap, target)
+                result["restore"] = _restore_all(fs, record, snap, target, run, tools)
     except Interrupted as e:
         failure = CalibrationError("interrupted by %s while calibrating %s; the disk was put back (%s)"
                                    % (e.name, record.name, _restored_text(result.get("restore"))),
@@ -375,6 +442,10 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
         fio_error = {"argv": e.argv, "rc": e.rc, "stderr": e.stderr}
         failure = CalibrationError("%s; the disk was put back (%s)" % (e, _restored_text(result.get("restore"))),
                                    details={"restore": result.get("restore"), "fio": fio_error})
+    except solutions.SolutionError as e:
+        failure = CalibrationError("the solution phase on %s failed: %s; the disk was put back (%s)"
+                                   % (record.name, e, _restored_text(result.get("restore"))),
+                                   details={"restore": result.get("restore")})
     except (targets.TargetRefused, OSError) as e:
         failure = CalibrationError("calibrating %s failed: %s; the disk was put back (%s)"
                                    % (record.name, e, _restored_text(result.get("restore"))),
@@ -384,13 +455,23 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None):
     result["seconds"] = round(time.time() - started, 1)
     result["target"] = target.as_dict()     # now with how the scratch file was written
     result["timings"] = timings
+    result["solution_phase"] = phase
+    result["solutions"] = phase.get("solutions")
     result["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     return result
 
 
-def _restore_all(fs, record, snap, target):
-    """Restore the disk and remove the scratch file and journal; never raises for the restore itself."""
+def _restore_all(fs, record, snap, target, run=None, tools=None):
+    """Stop the solution phase's slice, restore the disk and remove the scratch file and journal; never raises
+    for the restore itself."""
     out = {"queue": None, "errors": [], "notes": []}
+    if tools:
+        try:
+            problem = solutions.stop_slice(run, tools["systemctl"], fs)
+        except Exception as e:  # pylint: disable=broad-except
+            problem = "stopping %s: %s" % (solutions.SLICE, e)
+        if problem:
+            out["errors"].append(problem)
     try:
         res = restore(fs, record, snap)
         out["queue"] = res["values"]
@@ -425,6 +506,13 @@ def qos_after_round(passes):
     possible, and the QoS runs' time between two rounds widens every coefficient's spread of passes
     for free. The QoS load needs the random IOPS, so it waits for at least one round."""
     return max(1, (passes + 1) // 2)
+
+
+def _solve(fs, record, binary, tools, target, opts, result):
+    """The solution phase with fio and systemd-run (``_solutions``); ``result`` holds the model phase's."""
+    phase = solutions.Phase(fs, record, binary, tools, target, opts, result["model"],
+                            lambda model, qos: pin(fs, record, model, qos))
+    return solutions.run_phase(phase, result.get("qos"))
 
 
 def _measure(binary, target, rule, params, big_bs, timings):

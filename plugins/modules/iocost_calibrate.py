@@ -27,6 +27,18 @@ description:
     All of it, and C(nr_requests) which a scheduler switch resets, is put back and verified afterwards, also when fio
     fails or the module receives SIGTERM, SIGHUP or SIGINT. A journal under C(/run/aiinfra-io_isolation) names what
     was changed, so a run killed outright is repaired by the next call, before it plans its own target.
+  - "QoS solutions (O(solutions)): after the model, with the measured model in C(io.cost.model) and vrate pinned
+    (C(rpct=0 wpct=0 min=max=level)) at each of O(solutions.levels), a rate-bound probe reader (4 KiB random reads at
+    queue depth 1, O(solutions.probe_share) of the measured C(rrandiops)) runs in a transient systemd scope of
+    C(IOWeight=1000) beside a saturating antagonist (4 KiB random reads at queue depth 64) in one of C(IOWeight=100),
+    both in the slice C(iocost_calibrate.slice); one more point holds a latency target instead (C(rpct=95),
+    C(rlat) = 1.5 x the probe's solo p99, C(min=10 max=100)), and one solo run of the probe with iocost off gives the
+    reference p99. RV(solutions) derives C(isolation) (the highest level whose probe p99 stays within 1.5 x solo at 95%
+    of its rate or more), C(bandwidth) (level 100) and C(latency) (the latency point, when it meets the same bound)."
+  - The slice is stopped afterwards and the disk's C(io.cost.model), C(io.cost.qos) and C(wbt_lat_usec) are put back,
+    also on failure and signals; the journal names the slice, so a killed run's fio processes are stopped by the next
+    call. On a host without systemd, cgroup v2 or iocost the phase is skipped with a warning and RV(solutions) is
+    V(null).
   - The module only measures. The M(aiinfra.io_isolation.iocost) module, or the C(aiinfra.io_isolation.calibration)
     and C(aiinfra.io_isolation.io_baseline) roles, apply the result.
 author:
@@ -134,6 +146,38 @@ options:
     description: Block size of the two bandwidth measurements (C(rbps), C(wbps)); the reference tool uses 128 MiB.
     type: str
     default: 128M
+  solutions:
+    description:
+      - The solution phase after the model (see the description). With the defaults it adds at most 3 minutes per
+        disk (six pairs of fio runs of O(solutions.seconds) plus about 7 s of ramps and start-up each).
+    type: dict
+    default: {}
+    suboptions:
+      measure:
+        description: Run the solution phase.
+        type: bool
+        default: true
+      levels:
+        description:
+          - The vrate levels (percent of the measured model, 1 to 100) to pin, each measured once.
+          - The C(isolation) solution is the highest of them that holds the probe; include V(100) for C(bandwidth).
+        type: list
+        elements: float
+        default: [100, 80, 60, 40]
+      seconds:
+        description: Measured seconds of the probe at each point (3 to 300).
+        type: int
+        default: 15
+      probe_share:
+        description:
+          - The probe's rate as a fraction of the measured C(rrandiops) - the inference load the host is planned
+            for. V(0.25) is a quarter of the disk's random-read IOPS.
+        type: float
+        default: 0.25
+      latency_variant:
+        description: Also measure the latency-target point (C(rpct=95), C(rlat) = 1.5 x the probe's solo p99).
+        type: bool
+        default: true
 requirements:
   - fio 3.x on the managed host
 seealso:
@@ -141,6 +185,8 @@ seealso:
   - module: aiinfra.io_isolation.blk_queue
 notes:
   - Run it on a quiet host; any other I/O on the disk ends up in the numbers.
+  - The solution phase's scopes compete with the rest of the host's cgroups for the disk; on a busy host the points
+    measure that competition too.
   - One call takes a few minutes (six measurements of O(stop_rule.passes) passes of up to O(stop_rule.max_seconds)
     each, two QoS runs, and the scratch file's creation). Run it as a plain task, bounded by the task's C(timeout)
     keyword. With C(async), every C(async_status) poll starts Python on the host being measured, and in the lab VM
@@ -289,7 +335,36 @@ timings:
   description: Seconds spent creating the scratch file, measuring, and in the QoS runs.
   returned: success, not in check mode
   type: dict
-  sample: {scratch_fill: 12.1, measure: 118.4, qos: 20.6}
+  sample: {scratch_fill: 12.1, measure: 118.4, qos: 20.6, solutions: 131.2}
+solutions:
+  description:
+    - The QoS solutions derived from the solution phase, by name (C(isolation), C(bandwidth), C(latency)); each has
+      C(qos) (the six keys of C(io.cost.qos), ready for it; C(rpct)/C(wpct) V(0) is no latency target), C(vrate)
+      (the pinned level; V(null) for C(latency)), C(vrate_read) (the mean C(cost.vrate) of the root C(io.stat)) and
+      the point's figures. C(isolation) is V(null) when no level held the probe (RV(solution_phase.notes) says so).
+    - V(null) when the phase did not run.
+  returned: success, not in check mode
+  type: dict
+  sample: {isolation: {qos: {rpct: 0.0, rlat: 1250, wpct: 0.0, wlat: 2100, min: 60.0, max: 60.0}, vrate: 60.0,
+                       vrate_read: 60.0, probe_p99_us: 3030.0, probe_p99_ratio: 1.47, rate_kept: 0.999,
+                       probe_iops: 749.3, probe_requested_iops: 750, antagonist_iops: 1583.0, antagonist_share: 0.528,
+                       why: the highest pinned vrate with probe p99 <= 1.5x solo and >= 95% of its rate},
+           bandwidth: {qos: {rpct: 0.0, rlat: 1250, wpct: 0.0, wlat: 2100, min: 100.0, max: 100.0}, vrate: 100.0}}
+solution_phase:
+  description:
+    - The solution phase - whether it ran (C(measured)) or why not (C(skipped)), its rule and options, the probe's
+      rate (C(probe_iops)), the solo run (C(solo)), one entry per point in C(points) (C(variant) V(pinned) or
+      V(latency), C(level), C(qos) and C(qos_line) as written, C(probe_p99_us), C(probe_p99_ratio) to solo,
+      C(probe_iops) against C(probe_requested_iops) as C(rate_kept), C(antagonist_iops) and C(antagonist_share) of
+      C(rrandiops), C(vrate) sampled from C(io.stat)), C(notes) and C(seconds).
+  returned: always
+  type: dict
+  sample: {measured: true, skipped: null, probe_iops: 750, rrandiops: 3000, seconds: 131.2, bound_seconds: 156,
+           solo: {probe_p99_us: 2060.0, probe_iops: 750.1, rate_kept: 1.0},
+           points: [{variant: pinned, level: 80.0, qos_line: "259:0 enable=1 ctrl=user rpct=0.00 rlat=1250 wpct=0.00
+                     wlat=2100 min=80.00 max=80.00", probe_p99_us: 3260.0, probe_p99_ratio: 1.58, rate_kept: 1.0,
+                     antagonist_iops: 2178.0, antagonist_share: 0.726, vrate: {mean: 80.0, min: 80.0, max: 80.0, n: 30}}],
+           notes: []}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -305,6 +380,12 @@ STOP_RULE = {"ramp_seconds": {"type": "float"}, "windows": {"type": "int"}, "tol
              "passes": {"type": "int", "no_log": False}}  # a count of runs, not a password
 
 
+SOLUTIONS = {"measure": {"type": "bool", "default": True},
+             "levels": {"type": "list", "elements": "float", "default": [100, 80, 60, 40]},
+             "seconds": {"type": "int", "default": 15}, "probe_share": {"type": "float", "default": 0.25},
+             "latency_variant": {"type": "bool", "default": True}}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -318,6 +399,7 @@ def main():
             qos_seconds={"type": "int", "default": 8},
             numjobs={"type": "int", "default": 1},
             big_block_size={"type": "str", "default": "128M"},
+            solutions={"type": "dict", "default": {}, "apply_defaults": True, "options": SOLUTIONS},
         ),
         required_one_of=[("device", "filesystem")],
         supports_check_mode=True,

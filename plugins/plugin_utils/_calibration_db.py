@@ -28,7 +28,13 @@ An entry is one hardware class (model + firmware + capacity), one JSON file per 
      iocost_model: {rbps, rseqiops, rrandiops, wbps, wseqiops, wrandiops},   # medians over the repeats
      qos: {rpct, rlat, wpct, wlat, min, max} or null,                        # medians; rlat/wlat integers
      spread: {coef: {run_rse, repeat}}, repeats, runs: [...],
-     date, kernel, fio_version, host, method, kernel_model, device: {serial, stable_id, name, kind}}
+     date, kernel, fio_version, host, method, kernel_model, device: {serial, stable_id, name, kind},
+     solutions: {<name>: {qos: {rpct, rlat, wpct, wlat, min, max}, vrate, ...figures}},   # optional
+     solution_notes: [...]}                                                                # optional
+
+``solutions`` (from iocost_calibrate's solution phase; entries written before it have none and stay
+valid) holds only solutions that exist: ``isolation``, ``bandwidth``, ``latency`` when measured and
+found, each with the full ``qos`` dict ready for io.cost.qos (rpct/wpct 0: no latency target).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -149,6 +155,13 @@ def _check_result(index, result):
         for key in QOS_KEYS:
             if not _is_number(qos.get(key)) or qos.get(key) <= 0:
                 problems.append("qos.%s is %r, not a positive number" % (key, qos.get(key)))
+    found = result.get("solutions")
+    if found is not None and not isinstance(found, dict):
+        problems.append("solutions is %r, not a dict (or null when the run measured none)" % (found,))
+    elif found:
+        for name, value in sorted(found.items()):
+            if value is not None:
+                problems.extend(solution_problems(name, value))
     if problems:
         raise CalibrationError("%s cannot be merged: %s" % (label, "; ".join(problems)))
     return result
@@ -194,6 +207,105 @@ def group_by_class(results):
             order.append(key)
         groups[key].append(result)
     return [groups[key] for key in order]
+
+
+# The figures a solution carries besides its qos (iocost_calibrate's solution phase; _solutions.FIGURES).
+SOLUTION_FIGURES = ("vrate", "vrate_read", "probe_p99_us", "probe_p99_ratio", "rate_kept", "probe_iops",
+                    "probe_requested_iops", "antagonist_iops", "antagonist_share")
+POINT_KEYS = ("variant", "level", "qos", "probe_p99_us", "probe_p99_ratio", "rate_kept", "probe_iops",
+              "probe_requested_iops", "antagonist_iops", "antagonist_share", "settled")
+
+
+def solution_problems(name, value, where="solutions"):
+    """What is wrong with one QoS solution ``{qos: {rpct, rlat, wpct, wlat, min, max}, vrate, ...}``."""
+    label = "%s.%s" % (where, name)
+    if not isinstance(name, str) or not _SOLUTION_RE.match(name):
+        return ["%s: the solution name %r must be letters, digits, '_' or '-'" % (where, name)]
+    if not isinstance(value, dict):
+        return ["%s is %r, not an object with a qos" % (label, value)]
+    qos = value.get("qos")
+    if not isinstance(qos, dict):
+        return ["%s.qos is %r, not an object with %s" % (label, qos, ", ".join(QOS_KEYS))]
+    problems = []
+    for key in QOS_KEYS:
+        item = qos.get(key)
+        if key not in qos:
+            problems.append("%s.qos.%s is missing" % (label, key))
+        elif key in QOS_INT_KEYS and (not _is_int(item) or item <= 0):
+            problems.append("%s.qos.%s is %r, not a positive integer (microseconds)" % (label, key, item))
+        elif key in ("rpct", "wpct") and (not _is_number(item) or not 0 <= item <= 100):
+            problems.append("%s.qos.%s is %r, not a percentile from 0 (no latency target) to 100" % (label, key, item))
+        elif key in ("min", "max") and (not _is_number(item) or not 1 <= item <= 10000):
+            problems.append("%s.qos.%s is %r, not a vrate percentage from 1 to 10000" % (label, key, item))
+    extra = sorted(set(qos) - set(QOS_KEYS))
+    if extra:
+        problems.append("%s.qos has unknown key%s %s (only %s)" % (label, "s" if len(extra) > 1 else "",
+                                                                  ", ".join(map(str, extra)), ", ".join(QOS_KEYS)))
+    if _is_number(qos.get("min")) and _is_number(qos.get("max")) and qos["min"] > qos["max"]:
+        problems.append("%s.qos.min (%s) is above qos.max (%s)" % (label, qos["min"], qos["max"]))
+    for key in SOLUTION_FIGURES:
+        if value.get(key) is not None and not _is_number(value.get(key)):
+            problems.append("%s.%s is %r, not a number (or null)" % (label, key, value.get(key)))
+    return problems
+
+
+def _solution_of(solution, repeats):
+    out = {"qos": dict(solution["qos"])}
+    out.update((k, solution.get(k)) for k in SOLUTION_FIGURES)
+    out["repeats"] = repeats
+    return out
+
+
+def merge_solutions(results):
+    """(solutions, notes) of an entry from the repeats that measured solutions; (None, []) when none did.
+
+    Over repeats the conservative choice: ``isolation`` is the repeat's with the LOWEST vrate (ties: the larger
+    probe p99 ratio), and is left out when any repeat found none; ``latency`` is left out unless every repeat
+    found it, and is the repeat's with the lowest rlat (the tightest target); ``bandwidth`` (vrate 100 in every
+    repeat) carries the median figures. ``repeats`` counts the repeats a solution was measured in.
+    """
+    measured = [r["solutions"] for r in results if isinstance(r.get("solutions"), dict)]
+    if not measured:
+        return None, []
+    out, notes = {}, []
+    names = []
+    for found in measured:
+        names.extend(n for n in found if n not in names)
+    for name in names:
+        values = [found.get(name) for found in measured]
+        have = [v for v in values if v]
+        if len(have) < len(values):
+            notes.append("%s: found in %d of %d repeats; left out (a repeat in which no setting held the probe "
+                         "makes the conservative choice none)" % (name, len(have), len(values)))
+            continue
+        if name == "isolation":
+            pick = sorted(have, key=lambda v: (float(v.get("vrate") or v["qos"]["max"]),
+                                               -float(v.get("probe_p99_ratio") or 0)))[0]
+            out[name] = _solution_of(pick, len(have))
+        elif name == "latency":
+            out[name] = _solution_of(sorted(have, key=lambda v: v["qos"]["rlat"])[0], len(have))
+        else:
+            merged = _solution_of(have[-1], len(have))
+            for key in SOLUTION_FIGURES:
+                numbers = [float(v[key]) for v in have if _is_number(v.get(key))]
+                merged[key] = round(statistics.median(numbers), 4) if numbers else None
+            out[name] = merged
+    return out, notes
+
+
+def _run_solutions(result):
+    """A run's solution phase for ``runs[]``: its probe, solo p99, points and which solutions it found."""
+    phase = result.get("solution_phase")
+    if not isinstance(phase, dict) or not phase.get("measured"):
+        return None
+    solo = phase.get("solo") or {}
+    return {"probe_iops": phase.get("probe_iops"), "probe_share": phase.get("probe_share"),
+            "seconds": phase.get("seconds"), "point_seconds": phase.get("point_seconds"),
+            "solo_p99_us": solo.get("probe_p99_us"), "solo_iops": solo.get("probe_iops"),
+            "points": [dict((k, p.get(k)) for k in POINT_KEYS if k in p)
+                       for p in phase.get("points") or [] if isinstance(p, dict)],
+            "found": dict((name, (value or {}).get("vrate") if value else None)
+                          for name, value in sorted((result.get("solutions") or {}).items()))}
 
 
 def merge_results(results, host=None):
@@ -242,6 +354,10 @@ def merge_results(results, host=None):
             "model": dict((k, int(r["model"][k])) for k in COEFS),
             "qos": dict((k, r["qos"][k]) for k in QOS_KEYS) if r.get("qos") else None,
         })
+        phase = _run_solutions(r)
+        if phase is not None:
+            runs[-1]["solutions"] = phase
+    solutions, solution_notes = merge_solutions([results[i] for i in order])
     # The kernel's own class for the disk, from the latest repeat that reported one.
     kernel_model = None
     for i in reversed(order):
@@ -250,7 +366,7 @@ def merge_results(results, host=None):
             kernel_model = dict((k, int(found[k])) for k in COEFS)
             break
     device = latest["device"]
-    return {
+    entry = {
         "schema": SCHEMA,
         "model": model,
         "firmware": firmware,
@@ -269,6 +385,10 @@ def merge_results(results, host=None):
         "device": {"serial": device.get("serial"), "stable_id": device.get("stable_id"),
                    "name": device.get("name"), "kind": device.get("kind")},
     }
+    if solutions is not None:
+        entry["solutions"] = solutions
+        entry["solution_notes"] = solution_notes
+    return entry
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,6 +441,17 @@ def entry_problems(entry):
             if (_is_number(qos.get("min")) and _is_number(qos.get("max"))
                     and qos["min"] > qos["max"]):
                 problems.append("qos.min (%s) is above qos.max (%s)" % (qos["min"], qos["max"]))
+    # optional: entries written before the solution phase have none
+    if entry.get("solutions") is not None:
+        found = entry["solutions"]
+        if not isinstance(found, dict):
+            problems.append("solutions is %r, not an object of named QoS solutions" % (found,))
+        else:
+            for name in sorted(found, key=str):
+                problems.extend(solution_problems(name, found[name]))
+    if "solution_notes" in entry and not (isinstance(entry["solution_notes"], list)
+                                          and all(isinstance(n, str) for n in entry["solution_notes"])):
+        problems.append("solution_notes is %r, not a list of strings" % (entry["solution_notes"],))
     return problems
 
 
