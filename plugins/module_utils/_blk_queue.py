@@ -42,6 +42,7 @@ import os
 import re
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver, resolve_each
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
@@ -54,7 +55,7 @@ NVME_QUEUES = "aiinfra.io_isolation.nvme_queues"
 IOCOST_QOS = "/sys/fs/cgroup/io.cost.qos"
 
 MAX_SCHED_RQ = 2048        # block/blk-mq-tag.c: upper bound with an I/O scheduler (16 x 128)
-WBT_DEFAULT_USEC = {False: 2000, True: 75000}   # wbt_default_latency_nsec(): by rotational
+WBT_DEFAULT_USEC = _iocost.WBT_DEFAULT_USEC
 
 
 def argument_spec(persist_spec):
@@ -154,8 +155,7 @@ def page_size():
     return os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def kernel_release(fs):
-    return (fs.read("/proc/sys/kernel/osrelease") or "").strip() or None
+kernel_release = _iocost.kernel_release
 
 
 def loadable_schedulers(fs, release):
@@ -272,9 +272,20 @@ class QueueContext:
         """Why the kernel may hold default wbt off on this disk after this run, or None."""
         if self.effective_scheduler() == "bfq":
             return "the bfq scheduler switches the default wbt off"
-        if self.iocost_enabled():
+        if self.iocost_enabled() and _iocost.kernel_turns_wbt_off(self.release):
             return "iocost is enabled on the disk (io.cost.qos enable=1), which switches the default wbt off"
         return None
+
+    def planned_queue(self):
+        """(scheduler, wbt state) the disk holds after this run: what iocost's conflict rules read."""
+        wbt = self.settings.get("wbt_lat_usec")
+        if wbt is not None and not wbt.problems:
+            return self.effective_scheduler(), _iocost.wbt_state(wbt.desired, self.rotational())
+        now = self._int(self.path("wbt_lat_usec"))
+        state = _iocost.wbt_state(now, self.rotational()) if now is not None else None
+        if now == 0 and self.scheduler_changes() and self.current_scheduler()["current"] == "bfq":
+            state = _iocost.wbt_state(None, self.rotational())   # leaving bfq switches the default wbt back on
+        return self.effective_scheduler(), state
 
     def not_mq_message(self, attrs):
         rec = self.record
@@ -808,19 +819,41 @@ MODULE_SPEC = {"argument_spec": argument_spec(PERSIST), "mutually_exclusive": [(
                "required_one_of": [("device", "devices")]}
 
 
-def part(params, fs, resolver=None):
-    """Resolve, build: the engine part whose report is the per-disk result."""
+def planned_queues(plans):
+    """{MAJ:MIN: (scheduler, wbt state)} each disk of the run holds after it (iocost's conflict rules)."""
+    return dict((plan.ctx.record.majmin, plan.ctx.planned_queue()) for plan in plans
+                if plan.ctx.record.majmin and plan.ctx.record.has_mq)
+
+
+def part(params, fs, resolver=None, check_conflicts=True):
+    """Resolve, build: the engine part whose report is the per-disk result.
+
+    With ``check_conflicts`` (the module alone; host_profile checks its whole call instead) a disk
+    that runs iocost is checked against iocost's conflict rules as this run leaves it. The part
+    carries ``queues`` (:func:`planned_queues`) for host_profile.
+    """
     wanted = requests(params)
     records = resolve(resolver or DeviceResolver(fs), [selector for selector, _attrs in wanted])
+    release = kernel_release(fs)
     settings, errors, plans = build(fs, list(zip(records, [attrs for _s, attrs in wanted])), params,
-                                    release=kernel_release(fs))
+                                    release=release)
+    queues = planned_queues(plans) if params.get("state", "present") == "present" else {}
+    conflict_warnings = []
+    if check_conflicts and queues and not errors:
+        ctxs = [p.ctx for p in plans if p.ctx.record.majmin in queues]
+        disks = dict((ctx.record.majmin, ctx.record) for ctx in ctxs)
+        enabled = dict((ctx.record.majmin, ctx.iocost_enabled()) for ctx in ctxs)
+        found, conflict_warnings = _iocost.conflicts(_iocost.plan_disks(fs, disks, enabled, release, queues=queues))
+        errors.extend(found)
 
     def report(reconciled, check_mode):
         result, warnings = results(plans, reconciled, params, check_mode)
-        result["warnings"] = warnings
+        result["warnings"] = conflict_warnings + warnings
         return result
 
-    return Part(settings, errors, report)
+    out = Part(settings, errors, report)
+    out.queues = queues
+    return out
 
 
 def run(params, fs, check_mode):

@@ -210,6 +210,23 @@ class Request:
                 "io weights are set for %s, but iocost is disabled on every disk they apply to (%s): weights do "
                 "nothing until %s enables it (qos enable=1)" % (self.name, names, IOCOST_MODULE))
 
+    def io_limits(self):
+        """{"io.max": {MAJ:MIN: limited}, "io.latency": {MAJ:MIN: target set}} for the disks this request
+        names (``removed``: the group goes, with every line it had): what iocost's conflict rules read."""
+        if self.state != "present":
+            return {"removed": True}
+        io = self.values["io"]
+        out = {"io.max": {}, "io.latency": {}}
+        for selector, value in (io.get("max") or {}).items():
+            if selector in self.records:
+                out["io.max"][self.majmin(selector)] = any(
+                    v is not None and str(v).strip() != "max" for v in (value or {}).values())
+        for selector, value in (io.get("latency") or {}).items():
+            if selector in self.records:
+                target = value.get("target") if isinstance(value, dict) else value
+                out["io.latency"][self.majmin(selector)] = target is not None and str(target).strip() not in ("max", "0")
+        return out
+
     # -- settings -----------------------------------------------------------------------------
     def majmin(self, selector):
         return self.records[selector].majmin
@@ -486,7 +503,9 @@ def part(params, fs, runner, planned_qos=None):
             out["boost"] = boost_report(req.boost, result, req.name, check_mode)
         return out
 
-    return Part(settings, [], report)
+    out = Part(settings, [], report)
+    out.io_limits = (cgroup or req.path, req.io_limits())
+    return out
 
 
 def reconcile(params, fs, runner, check_mode=False):

@@ -149,10 +149,10 @@ def plan(params, fs, runner):
         try:
             section_params = _validated(section, label, raw)
             if section == "iocost":
-                part = _iocost.part(section_params, fs, resolver)
+                part = _iocost.part(section_params, fs, resolver, check_conflicts=False)
                 planned_qos = _planned_qos(part)
             elif section == "blk_queue":
-                part = _blk_queue.part(section_params, fs, resolver)
+                part = _blk_queue.part(section_params, fs, resolver, check_conflicts=False)
             elif section == "sysctl":
                 part = _sysctl.part(section_params, fs)
             elif section == "nvme_queues":
@@ -172,7 +172,33 @@ def plan(params, fs, runner):
         sections.append(Section(section, label, part))
     if errors:
         raise RequestError(errors)
-    return sections
+    found, warnings = conflicts(fs, resolver, sections, planned_qos)
+    if found:
+        raise RequestError(["iocost conflict: %s" % m for m in found])
+    return sections, ["iocost conflict: %s" % m for m in warnings]
+
+
+def conflicts(fs, resolver, sections, planned_qos):
+    """iocost's conflict rules (_iocost.CONFLICTS) on every disk that runs iocost after this call, as the whole
+    call leaves it: the QoS its iocost section writes (else the disk's own), the scheduler and wbt its blk_queue
+    section sets, the io.max / io.latency its cgroups set. (errors, warnings)."""
+    qos = codecs.IO_COST_QOS.parse(fs.read(_iocost.ROOT + "/io.cost.qos") or "")
+    enabled = dict((m, str((line or {}).get("enable")) == "1") for m, line in qos.items())
+    enabled.update((m, str((line or {}).get("enable")) == "1") for m, line in planned_qos.items())
+    if not any(enabled.values()):
+        return [], []
+    queues, groups = {}, []
+    touched = set(planned_qos)      # the disks this call configures: its iocost, blk_queue and io.max/io.latency
+    for section in sections:
+        queues.update(getattr(section.part, "queues", None) or {})
+        if getattr(section.part, "io_limits", None) is not None:
+            groups.append(section.part.io_limits)
+            touched.update(m for name in ("io.max", "io.latency") for m in section.part.io_limits[1].get(name, {}))
+    touched.update(queues)
+    records = dict((d.majmin, resolver.resolve(d.name)) for d in resolver.list_disks()
+                   if enabled.get(d.majmin) and d.majmin in touched)
+    return _iocost.conflicts(_iocost.plan_disks(fs, records, enabled, _iocost.kernel_release(fs), queues=queues,
+                                                groups=groups))
 
 
 def _planned_qos(part):
@@ -186,7 +212,7 @@ def _planned_qos(part):
 
 def run(params, fs, runner, check_mode):
     """The module call: plan every section, one engine run, each section reported as its module would."""
-    sections = plan(params, fs, runner)
+    sections, conflict_warnings = plan(params, fs, runner)
     settings = []
     for band, section in enumerate(sections, 1):
         for s in section.part.settings:
@@ -195,7 +221,7 @@ def run(params, fs, runner, check_mode):
             settings.append(labeled)
     result = Reconciler(fs, check_mode=check_mode).run(settings)
     out = {"changed": result["changed"], "diff": result["diff"], "sections": {}, "cgroups": {},
-           "reboot_required": False, "warnings": []}
+           "reboot_required": False, "warnings": list(conflict_warnings)}
     for section in sections:
         own = _share(result, section.keys)
         report = section.part.report(own, check_mode)

@@ -25,8 +25,9 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist impo
     IOCOST_HELPER, IOCOST_RULES, PersistError, udev_match,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_kernel_release, require_iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, ModuleError, Part, run_part
 
 ROOT = "/sys/fs/cgroup"
@@ -98,6 +99,203 @@ def class_warnings(record, model):
                 "SSD classes use %d and more): the disk will be throttled far below what it can do"
                 % (record.name, randiops, KERNEL_CLASSES["ssd_qd1"]["rrandiops"])]
     return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings that break iocost on a disk: each rule once, here. The iocost and blk_queue modules check
+# the disk as their call leaves it; host_profile checks every disk as the whole call leaves it
+# (a scheduler or wbt the same call changes, io.max/io.latency its cgroups set). A refusal is an
+# input error: nothing is written, in check mode too. Measured on the device-bound lab and read from
+# the source: docs/kernel-files.md, "Settings beside iocost".
+# ---------------------------------------------------------------------------------------------
+
+WBT_DEFAULT_USEC = {False: 2000, True: 75000}   # wbt_default_latency_nsec(): by rotational
+# ioc_qos_write() switches the default wbt off when iocost is enabled and back on when it is not
+# ("blk-iocost: disable writeback throttling", 6.2); 6.1's blk-iocost.c has no wbt call.
+WBT_OFF_UNDER_IOCOST_SINCE = (6, 2)
+REFUSE, WARN = "refuse", "warn"
+
+
+def kernel_turns_wbt_off(release):
+    """Whether enabling iocost switches the default wbt off on this kernel (``release``: uname -r)."""
+    return bool(release) and parse_kernel_release(release)[:2] >= WBT_OFF_UNDER_IOCOST_SINCE
+
+
+def wbt_state(usec, rotational):
+    """A wbt_lat_usec value (-1 or None: the default) as ("off" | "default" | "manual", usec)."""
+    default = WBT_DEFAULT_USEC[bool(rotational)]
+    if usec is None or usec == -1 or usec == default:
+        return ("default", default)
+    return ("off", 0) if usec == 0 else ("manual", usec)
+
+
+class DiskPlan:
+    """One disk as a call leaves it: what the conflict rules read.
+
+    ``wbt`` is :func:`wbt_state`'s pair; ``io_max`` / ``io_latency`` the cgroups (paths) that will
+    hold a limit / a latency target on the disk.
+    """
+
+    def __init__(self, record, iocost, scheduler, wbt, release, io_max=(), io_latency=()):
+        self.record = record
+        self.iocost = iocost
+        self.scheduler = scheduler
+        self.wbt = wbt
+        self.release = release
+        self.io_max = sorted(io_max)
+        self.io_latency = sorted(io_latency)
+
+    @property
+    def label(self):
+        rec = self.record
+        return "%s (%s, %s)" % (rec.name, rec.majmin, rec.stable_selector or "no stable selector")
+
+    def wbt_on(self):
+        """Whether writeback throttling will run on the disk beside iocost."""
+        kind = self.wbt[0] if self.wbt else None
+        if kind == "manual":
+            return True     # a latency set by hand stays on under iocost and bfq (6.1 and 6.12)
+        if kind == "default":
+            return self.scheduler != "bfq" and not kernel_turns_wbt_off(self.release)
+        return False
+
+
+class Conflict:
+    """A setting that breaks iocost: when it ``applies`` to a disk with iocost on, ``action`` (REFUSE: an input
+    error, nothing written; WARN: a task warning) with ``message``, which names the disk, the value and the fix."""
+
+    def __init__(self, name, action, applies, message):
+        self.name = name
+        self.action = action
+        self.applies = applies
+        self.message = message
+
+
+def _groups(paths):
+    return ", ".join(p[len(ROOT) + 1:] if p.startswith(ROOT + "/") else p for p in paths)
+
+
+CONFLICTS = (
+    Conflict("bfq", REFUSE, lambda d: d.scheduler == "bfq", lambda d: (
+        "%s: iocost is enabled on the disk and its I/O scheduler would be bfq. bfq schedules the same I/O a "
+        "second time by its own weights (io.bfq.weight, not io.weight), so the isolation iocost's weights "
+        "give is lost (docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue scheduler none or "
+        "mq-deadline for this disk, or leave iocost off on it" % d.label)),
+    Conflict("wbt", WARN, DiskPlan.wbt_on, lambda d: (
+        "%s: iocost is enabled on the disk and writeback throttling would stay on (wbt_lat_usec %d, %s). wbt "
+        "throttles every cgroup's writeback by one disk-wide latency, beside iocost's weights "
+        "(docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue wbt_lat_usec 0 for this disk, or leave "
+        "iocost off on it" % (d.label, d.wbt[1], "set by hand: the kernel keeps it on under iocost"
+                              if d.wbt[0] == "manual" else "the default: kernel %s does not switch it off under "
+                              "iocost, 6.2 and later do" % (d.release or "?")))),
+    Conflict("io.max", WARN, lambda d: d.io_max, lambda d: (
+        "%s: iocost is enabled on the disk and %s set io.max on it. io.max caps a group beside iocost's "
+        "weights: the capped group cannot use what its weight would give it, and the budget it leaves goes "
+        "to its siblings (docs/kernel-files.md, 'Settings beside iocost'). Keep io.max for hard caps only, or "
+        "leave iocost off on the disk" % (d.label, _groups(d.io_max)))),
+    Conflict("io.latency", WARN, lambda d: d.io_latency, lambda d: (
+        "%s: iocost is enabled on the disk and %s set an io.latency target on it. io.latency throttles the "
+        "siblings of a group that misses its target by queue depth, a second controller beside iocost's "
+        "weights (docs/kernel-files.md, 'Settings beside iocost'). Use iocost's weights and QoS alone, or "
+        "leave iocost off on the disk" % (d.label, _groups(d.io_latency)))),
+)
+
+
+def conflicts(disks):
+    """(errors, warnings): every rule of CONFLICTS on every disk that will run iocost."""
+    errors, warnings = [], []
+    for disk in disks:
+        if not disk.iocost:
+            continue
+        for rule in CONFLICTS:
+            if rule.applies(disk):
+                (errors if rule.action == REFUSE else warnings).append(rule.message(disk))
+    return errors, warnings
+
+
+def _queue(fs, record, attr):
+    try:
+        return fs.read("/sys/block/%s/queue/%s" % (record.name, attr))
+    except KernelFileError:
+        return None
+
+
+def queue_now(fs, record):
+    """(scheduler, wbt_lat_usec) the disk holds now; None for what it does not have."""
+    try:
+        scheduler = codecs.SCHEDULER.parse(_queue(fs, record, "scheduler") or "").get("current")
+    except codecs.CodecError:
+        scheduler = None
+    try:
+        wbt = int((_queue(fs, record, "wbt_lat_usec") or "").strip())
+    except ValueError:
+        wbt = None
+    return scheduler, wbt
+
+
+def io_limits(fs, majmins, root=ROOT):
+    """{MAJ:MIN: {"io.max": [groups], "io.latency": [groups]}}: the cgroups that hold an io.max limit or an
+    io.latency target on each disk now (the whole tree is read)."""
+    out = dict((m, {"io.max": [], "io.latency": []}) for m in majmins)
+    if not out:
+        return out
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        for entry in sorted(fs.listdir(directory) or [], reverse=True):
+            path = directory + "/" + entry
+            if fs.isdir(path):
+                stack.append(path)
+        if directory == root:
+            continue
+        for name, codec, limited in (("io.max", codecs.IO_MAX, _io_max_limited),
+                                     ("io.latency", codecs.IO_LATENCY, _io_latency_set)):
+            try:
+                parsed = codec.parse(fs.read(directory + "/" + name) or "")
+            except (codecs.CodecError, KernelFileError):
+                continue
+            for majmin, line in parsed.items():
+                if majmin in out and limited(line):
+                    out[majmin][name].append(directory)
+    return out
+
+
+def _io_max_limited(line):
+    return any(str(v) != "max" for v in (line or {}).values())
+
+
+def _io_latency_set(line):
+    return bool(line) and str(line.get("target")) not in ("max", "0")
+
+
+def kernel_release(fs):
+    return (fs.read("/proc/sys/kernel/osrelease") or "").strip() or None
+
+
+def plan_disks(fs, records, enabled, release, queues=None, groups=None):
+    """The DiskPlan of every disk in ``records`` ({MAJ:MIN: record}) that ``enabled`` ({MAJ:MIN: bool}) says will
+    run iocost: the disk as now, with what this call changes on top. ``queues``: {MAJ:MIN: (scheduler,
+    wbt_state)} from a blk_queue request; ``groups``: [(cgroup path, {"io.max": {MAJ:MIN: limited},
+    "io.latency": {MAJ:MIN: set}})] from cgroup requests (a group removed: every disk False)."""
+    on = [m for m in sorted(records) if enabled.get(m)]
+    held_limits = io_limits(fs, on)
+    out = []
+    for majmin in on:
+        record = records[majmin]
+        scheduler, usec = queue_now(fs, record)
+        wbt = wbt_state(usec, record.rotational)
+        if (queues or {}).get(majmin):
+            scheduler, wbt = queues[majmin]
+        limits = dict((k, set(v)) for k, v in held_limits[majmin].items())
+        for path, planned in groups or []:
+            if planned.get("removed"):
+                limits["io.max"].discard(path)
+                limits["io.latency"].discard(path)
+            for name in ("io.max", "io.latency"):
+                if majmin in planned.get(name, {}):
+                    (limits[name].add if planned[name][majmin] else limits[name].discard)(path)
+        out.append(DiskPlan(record, True, scheduler, wbt, release, limits["io.max"], limits["io.latency"]))
+    return out
 
 
 def held(fs, majmin):
@@ -193,11 +391,22 @@ def entries(params):
     return out
 
 
-def part(params, fs, resolver=None):
+def enabled_after(settings_):
+    """{MAJ:MIN: True/False} for each disk whose io.cost.qos these settings write: enable=1 after the call."""
+    out = {}
+    for s in settings_:
+        if getattr(s, "codec", None) is codecs.IO_COST_QOS and s.device and s.desired is not None:
+            out[s.device] = str(s.desired.get("enable")) == "1"
+    return out
+
+
+def part(params, fs, resolver=None, check_conflicts=True):
     """Every requested disk as one engine part (a refusal on one disk restores the others).
 
     Its report has changed, diff and the disks: per disk device/model/qos/persisted_to - one
-    disk's at the top level (O(device)), or ``devices`` (O(devices)).
+    disk's at the top level (O(device)), or ``devices`` (O(devices)). With ``check_conflicts``
+    (the module alone; host_profile checks its whole call instead) a disk that would run iocost
+    beside a setting of CONFLICTS that refuses is an input error, the others warnings.
     """
     problem = require_iocost(fs)
     if problem:
@@ -217,9 +426,14 @@ def part(params, fs, resolver=None):
             all_settings.append(s)
         errors.extend(errs)
         per_disk.append((record, request, persisted))
+    conflict_warnings = []
+    if check_conflicts and not errors:
+        found, conflict_warnings = conflicts(plan_disks(fs, dict((r.majmin, r) for r in records),
+                                                        enabled_after(all_settings), kernel_release(fs)))
+        errors.extend(found)
 
     def report(result, _check_mode):
-        warnings, disks = [], []
+        warnings, disks = list(conflict_warnings), []
         for record, request, persisted in per_disk:
             warnings.extend(class_warnings(record, request.get("model")))
             model, qos = held(fs, record.majmin)
