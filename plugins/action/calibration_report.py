@@ -246,6 +246,89 @@ def _latency_figure(results, entry, mpl):
     return _png(fig, canvas_class)
 
 
+def _solution_curves(entry):
+    """[(run label, [(level, p99 ratio, antagonist share)], latency point or None)] from the entry's runs."""
+    curves = []
+    for index, run in enumerate(entry.get("runs") or []):
+        phase = run.get("solutions") or {}
+        points = [p for p in phase.get("points") or [] if isinstance(p, dict)]
+        pinned = sorted((float(p["level"]), p.get("probe_p99_ratio"), p.get("antagonist_share"))
+                        for p in points if p.get("variant") == "pinned" and p.get("level") is not None)
+        latency = next((p for p in points if p.get("variant") == "latency"), None)
+        if pinned or latency:
+            curves.append(("run %d (probe %s IO/s)" % (index + 1, _fmt_int(phase.get("probe_iops"))), pinned, latency))
+    return curves
+
+
+def _solutions_figure(entry, mpl):
+    figure_class, canvas_class, dummy = mpl
+    curves = _solution_curves(entry)
+    if not curves:
+        return None
+    fig = figure_class(figsize=(13, 5))
+    axes = fig.subplots(1, 2)
+    for n, (label, pinned, latency) in enumerate(curves):
+        color = "C%d" % (n % 10)
+        for ax, col in ((axes[0], 1), (axes[1], 2)):
+            pts = [(p[0], p[col]) for p in pinned if p[col] is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker="o", linewidth=1.0, label=label)
+            value = (latency or {}).get("probe_p99_ratio" if col == 1 else "antagonist_share")
+            if value is not None:
+                ax.plot([100.0], [value], color=color, marker="*", markersize=10, linestyle="none",
+                        label="%s: latency target" % label)
+    axes[0].axhline(1.5, color="black", linestyle="--", linewidth=1.0, label="1.5x solo (the isolation bound)")
+    axes[0].set_ylabel("probe p99 / its solo p99")
+    axes[0].set_yscale("log")
+    axes[1].set_ylabel("antagonist IOPS / measured rrandiops")
+    for ax in axes:
+        ax.set_xlabel("vrate pinned (%)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig, canvas_class)
+
+
+def _solutions_section(entry):
+    parts = ['<section id="solutions"><h2>QoS solutions</h2>']
+    found = entry.get("solutions")
+    if found is None:
+        parts.append("<p>No solution phase was measured for this entry (calibrated before it existed, or with "
+                     "solutions.measure=false); calibrate again to add it.</p></section>")
+        return parts
+    rows = []
+    for name in sorted(found):
+        value = found[name] or {}
+        qos = value.get("qos") or {}
+        rows.append([name] + [_fmt_num(qos.get(k)) for k in QOS_KEYS]
+                    + [_fmt_num(value.get("vrate_read")), _fmt_num(value.get("probe_p99_ratio")),
+                       _fmt_pct(value.get("rate_kept")), _fmt_pct(value.get("antagonist_share")),
+                       _fmt_num(value.get("repeats"))])
+    parts.append(_table(["solution"] + list(QOS_KEYS) + ["vrate read", "probe p99 / solo", "probe rate kept",
+                                                         "antagonist share", "repeats"], rows))
+    for note in entry.get("solution_notes") or []:
+        parts.append("<p>%s</p>" % _esc(note))
+    rows = []
+    for index, run in enumerate(entry.get("runs") or []):
+        phase = run.get("solutions") or {}
+        for p in phase.get("points") or []:
+            qos = p.get("qos") or {}
+            rows.append(["run %d" % (index + 1), p.get("variant"), _fmt_num(p.get("level")),
+                         "rpct %s rlat %s min %s max %s" % tuple(_fmt_num(qos.get(k)) for k in ("rpct", "rlat", "min",
+                                                                                                "max")),
+                         _fmt_num(p.get("probe_p99_us")), _fmt_num(p.get("probe_p99_ratio")), _fmt_pct(p.get("rate_kept")),
+                         _fmt_num(p.get("antagonist_iops")), _fmt_pct(p.get("antagonist_share"))])
+        if phase:
+            rows.append(["run %d" % (index + 1), "solo (iocost off)", "-", "-", _fmt_num(phase.get("solo_p99_us")),
+                         "1", "-", "-", "-"])
+    if rows:
+        parts.append("<p>The curve: each point pins vrate (or sets the latency target) and runs the probe reader "
+                     "beside the antagonist.</p>")
+        parts.append(_table(["run", "point", "vrate level", "qos", "probe p99 (\u00b5s)", "p99 / solo", "rate kept",
+                             "antagonist IOPS", "antagonist share"], rows, left=2))
+    parts.append("</section>")
+    return parts
+
+
 # ----------------------------------------------------------------------------------------------
 # the document
 
@@ -305,6 +388,8 @@ def render_report(results, entry, title=None, mpl=None):
         parts.append("<p>No QoS was measured (measure_qos=false).</p>")
     parts.append("</section>")
 
+    parts.extend(_solutions_section(entry))
+
     parts.append('<section id="runs"><h2>Runs</h2>')
     parts.append(_table(["date", "host", "seconds", "kernel", "serial", "target"] + list(COEFS) + ["rlat", "wlat"], [
         [run.get("date"), run.get("host"), _fmt_num(run.get("seconds")), run.get("kernel"), run.get("serial"),
@@ -341,6 +426,12 @@ def render_report(results, entry, title=None, mpl=None):
         parts.append(_img("latency", latency, "completion latency percentiles for read and write with rlat/wlat"))
         plots.append("latency")
     parts.append("</section>")
+    curve = _solutions_figure(entry, mpl)
+    if curve is not None:
+        parts.append('<section id="solution-curve"><h2>Isolation trade-off</h2>')
+        parts.append(_img("solutions", curve, "probe p99 ratio and antagonist share against the pinned vrate"))
+        plots.append("solutions")
+        parts.append("</section>")
     parts.append("<footer>aiinfra.io_isolation.calibration_report</footer></body></html>\n")
     return "\n".join(parts), plots
 

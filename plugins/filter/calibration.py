@@ -13,6 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _solutions as solutions
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._fio import MEASUREMENTS, QOS_RUNS, StopRule
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import (
     CalibrationError, entry_file_name, entry_file_text, group_by_class, hwdb_fragment, merge_results)
@@ -44,17 +45,22 @@ calibration_entry_json = _filter("calibration_entry_json", entry_file_text)
 calibration_hwdb = _filter("calibration_hwdb", hwdb_fragment)
 
 
-def calibration_duration(stop_rule=None, measure_qos=True, qos_seconds=8):
-    """Seconds one iocost_calibrate run takes at most (what the role announces before each disk)."""
+def calibration_duration(stop_rule=None, measure_qos=True, qos_seconds=8, solution_phase=None):
+    """Seconds one iocost_calibrate run takes at most (what the role announces before each disk), the solution
+    phase (``solution_phase``: the module's ``solutions`` option; None or {} for its defaults) included."""
     try:
         rule = StopRule(**dict((k, v) for k, v in (stop_rule or {}).items() if v is not None))
     except (TypeError, ValueError) as e:
         raise AnsibleFilterError("calibration_duration: stop_rule %r: %s" % (stop_rule, e))
+    try:
+        phase = solutions.phase_seconds(solutions.options(solution_phase or {}))
+    except solutions.SolutionError as e:
+        raise AnsibleFilterError("calibration_duration: %s" % e)
     # the passes and QoS runs iocost_calibrate makes (_calibrate._measure and _fio.run_qos walk the same lists)
     seconds = len(MEASUREMENTS) * rule.passes * (rule.max_seconds + FIO_OVERHEAD_SECONDS)
     if measure_qos:
         seconds += len(QOS_RUNS) * (int(qos_seconds) + FIO_OVERHEAD_SECONDS)
-    return int(round(seconds))
+    return int(round(seconds + phase))
 
 
 class FilterModule(object):

@@ -226,3 +226,43 @@ def test_stop_markers_per_pass_on_the_fio_time_axis():
     assert report._stops({"stopped": "stable", "seconds": 7.4, "fio_seconds": 6.0}, []) == [(6.0, "stable")]
     assert report._stops({"stopped": None}, [[1.0, 5.0], [2.0, 5.0]]) == [(2.0, "stop")]
     assert report._stops({}, []) == []
+
+
+def _with_solutions(result, level, ratio):
+    result = copy.deepcopy(result)
+    qos = {"rpct": 0.0, "rlat": 1250, "wpct": 0.0, "wlat": 2100, "min": float(level), "max": float(level)}
+    bandwidth = dict(qos, min=100.0, max=100.0)
+    result["solutions"] = {"isolation": {"qos": qos, "vrate": float(level), "probe_p99_ratio": ratio, "rate_kept": 1.0,
+                                         "antagonist_share": 0.52},
+                           "bandwidth": {"qos": bandwidth, "vrate": 100.0, "probe_p99_ratio": 9.0, "rate_kept": 0.5,
+                                         "antagonist_share": 0.95}}
+    result["solution_phase"] = {"measured": True, "probe_iops": 750, "solo": {"probe_p99_us": 2000.0}, "points": [
+        {"variant": "pinned", "level": 100.0, "qos": bandwidth, "probe_p99_us": 18000.0, "probe_p99_ratio": 9.0,
+         "rate_kept": 0.5, "antagonist_iops": 2850.0, "antagonist_share": 0.95},
+        {"variant": "pinned", "level": float(level), "qos": qos, "probe_p99_us": 2000.0 * ratio,
+         "probe_p99_ratio": ratio, "rate_kept": 1.0, "antagonist_iops": 1560.0, "antagonist_share": 0.52},
+        {"variant": "latency", "level": None, "qos": dict(qos, rpct=95.0, rlat=3100, min=10.0, max=100.0),
+         "probe_p99_us": 3600.0, "probe_p99_ratio": 1.8, "rate_kept": 1.0, "antagonist_iops": 2600.0,
+         "antagonist_share": 0.87}]}
+    return result
+
+
+def test_report_shows_the_solutions_and_their_curve(tmp_path):
+    results = [_with_solutions(RESULTS[0], 60, 1.47), _with_solutions(RESULTS[1], 80, 1.4)]
+    entry = db.merge_results(results)
+    text, _plots = report.render_report(results, entry)
+    section = text[text.index('<section id="solutions">'):text.index('<section id="runs">')]
+    # the conservative isolation over the repeats: the lower vrate
+    assert "<td class=\"l\">isolation</td><td>0</td><td>1250</td><td>0</td><td>2100</td><td>60</td><td>60</td>" in section
+    assert "<td class=\"l\">solo (iocost off)</td>" in section and "rpct 95 rlat 3100 min 10 max 100" in section
+    assert section.count("<td class=\"l\">run 1</td><td class=\"l\">pinned</td>") == 2
+    old = db.merge_results(copy.deepcopy(RESULTS[:1]))
+    text, _plots = report.render_report(RESULTS[:1], old)
+    assert "No solution phase was measured for this entry" in text
+
+
+@needs_mpl
+def test_report_plots_the_solution_curve():
+    results = [_with_solutions(RESULTS[0], 60, 1.47)]
+    text, plots = report.render_report(results, db.merge_results(results), mpl=report._load_matplotlib())
+    assert plots == ["measurements", "latency", "solutions"] and 'id="plot-solutions"' in text

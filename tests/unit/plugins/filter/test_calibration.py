@@ -87,12 +87,22 @@ def test_hwdb_skip_unexportable_through_the_filter():
 
 
 def test_calibration_duration_bounds_one_run():
-    # the defaults: 6 measurements x 3 passes x (6 s + 2 s) + 2 QoS runs x (8 s + 2 s)
-    assert f.calibration_duration() == 164 == f.calibration_duration({}, True, 8)
-    assert f.calibration_duration({}, False) == 144
-    assert f.calibration_duration({"passes": 1, "max_seconds": 20, "min_seconds": 5}, True, 10) == 156
+    # the defaults: 6 measurements x 3 passes x (6 s + 2 s) + 2 QoS runs x (8 s + 2 s), and the solution phase:
+    # a solo run (15 s + 3 s ramp + 4 s start-up) and 5 points (each + 6 s settling at most) = 162 s
+    assert f.calibration_duration() == 164 + 162 == f.calibration_duration({}, True, 8, {})
+    off = {"measure": False}
+    assert f.calibration_duration({}, True, 8, off) == 164
+    assert f.calibration_duration({}, False, 8, off) == 144
+    assert f.calibration_duration({"passes": 1, "max_seconds": 20, "min_seconds": 5}, True, 10, off) == 156
     # unset keys in a role variable are the module's defaults
-    assert f.calibration_duration({"passes": None}) == 164
+    assert f.calibration_duration({"passes": None}, True, 8, {"seconds": None}) == 326
+    # the lab scenario's phase: two levels of 4 s, no latency point: (4 + 7) + 2 x (4 + 13)
+    assert f.calibration_duration({}, True, 8, {"levels": [100, 50], "seconds": 4, "latency_variant": False}) == 164 + 45
+
+
+def test_calibration_duration_refuses_bad_solution_options():
+    with pytest.raises(AnsibleFilterError, match="calibration_duration: solutions.seconds must be"):
+        f.calibration_duration({}, True, 8, {"seconds": 1})
 
 
 def test_calibration_duration_refuses_a_rule_the_module_refuses():
