@@ -512,7 +512,7 @@ def _solve(fs, record, binary, tools, target, opts, result):
     """The solution phase with fio and systemd-run (``_solutions``); ``result`` holds the model phase's."""
     phase = solutions.Phase(fs, record, binary, tools, target, opts, result["model"],
                             lambda model, qos: pin(fs, record, model, qos))
-    return solutions.run_phase(phase, result.get("qos"))
+    return solutions.run_phase(phase)
 
 
 def _measure(binary, target, rule, params, big_bs, timings):

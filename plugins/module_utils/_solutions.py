@@ -398,7 +398,7 @@ class Phase:
         return out
 
 
-def run_phase(phase, base_qos=None):
+def run_phase(phase):
     """The solo run, the pinned levels and the latency point; returns the phase report (points, solutions)."""
     opts = phase.opts
     rrandiops = phase.model["rrandiops"]
@@ -409,10 +409,11 @@ def run_phase(phase, base_qos=None):
     if not solo.get("probe_p99_us"):
         raise SolutionError("the probe's solo run measured no p99 latency")
     rlat = latency_target(solo["probe_p99_us"])
-    # a pinned point has no latency target (rpct/wpct 0); its rlat/wlat are kept as the model phase's QoS had
-    # them (the kernel ignores them at 0%), so the line reads as the QoS it replaces
-    wlat = int((base_qos or {}).get("wlat") or rlat)
-    plain_rlat = int((base_qos or {}).get("rlat") or rlat)
+    # a pinned point has no latency target (rpct/wpct 0), but its rlat/wlat still set iocost's period: 2 x the
+    # larger of the two (ioc_refresh_period_us() in block/blk-iocost.c, 1 ms to 1 s). Both are the latency
+    # target's rlat, so the period (a few ms) is on the scale of the probe's own latency, not the model phase's
+    # saturated latencies (tens of ms: a period of 100 ms and more, which lets a burst of the antagonist through)
+    wlat = plain_rlat = rlat
     points = []
     plan = [("pinned", level, pinned_qos(level, plain_rlat, wlat)) for level in opts["levels"]]
     if opts["latency_variant"]:

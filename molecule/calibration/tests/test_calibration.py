@@ -36,3 +36,16 @@ def test_nothing_left_behind(host):
     assert host.run("ls /run/aiinfra-io_isolation/").stdout.strip() == ""
     assert host.run("ls -a /srv/calib").stdout.split() == [".", "..", "lost+found"]
     assert host.run("pgrep -x fio").rc == 1
+    # the solution phase's slice and its scopes are gone
+    assert not host.file("/sys/fs/cgroup/iocost_calibrate.slice").exists
+    assert host.run("systemctl list-units --all --plain --no-legend 'iocost-calibrate-*' 'iocost_calibrate.slice'")\
+        .stdout.strip() == ""
+
+
+def test_the_entry_holds_the_measured_solutions():
+    entry = _entry()
+    assert set(entry["solutions"]) >= {"bandwidth"}, entry.get("solution_notes")
+    for name, solution in entry["solutions"].items():
+        assert sorted(solution["qos"]) == ["max", "min", "rlat", "rpct", "wlat", "wpct"], name
+    for run in entry["runs"]:
+        assert [p["level"] for p in run["solutions"]["points"]] == [100.0, 50.0]

@@ -35,7 +35,7 @@ CONNECTION = ("ansible_host", "ansible_port", "ansible_user", "ansible_ssh_priva
 GROUP_VARS = {
     "calibration": {"calibration_targets": [{"device": "lab-nvme-b", "destructive": True}],
                     "calibration_stop_rule": {"ramp_seconds": 1, "min_seconds": 3, "max_seconds": 6, "passes": 1},
-                    "calibration_big_block_size": "16M"},
+                    "calibration_big_block_size": "16M", "calibration_solutions": {"measure": False}},
     "training": {"training_io_max": {"wbps": "90%", "riops": "50%"}},
 }
 

@@ -251,7 +251,7 @@ def solving(lab, ratios=(11.0, 1.58, 1.47, 1.09, 1.79), then=None):
                     "probe_requested_iops": rate, "antagonist_iops": 100.0 * n, "antagonist_share": 0.1 * n,
                     "vrate": None}
         phase.measure = measure
-        return sol.run_phase(phase, result.get("qos"))
+        return sol.run_phase(phase)
     return solve
 
 
@@ -271,9 +271,10 @@ def test_the_phase_pins_the_measured_model_and_each_level_then_puts_everything_b
     # solo: iocost off as the hold leaves it; then the measured model and each pinned level
     assert points[0][5].startswith("259:0 enable=0 ctrl=user rpct=95.00")
     assert "ctrl=user model=linear rbps=1360000000 rseqiops=41000 rrandiops=3000" in points[1][4]
-    assert points[1][5] == "259:0 enable=1 ctrl=user rpct=0.00 rlat=1250 wpct=0.00 wlat=2100 min=100.00 max=100.00"
+    # rlat/wlat of a pinned point only set iocost's period: the latency target's, 1.5 x the solo p99 2060 us
+    assert points[1][5] == "259:0 enable=1 ctrl=user rpct=0.00 rlat=3100 wpct=0.00 wlat=3100 min=100.00 max=100.00"
     assert points[4][5].endswith("min=40.00 max=40.00")
-    assert points[5][5] == "259:0 enable=1 ctrl=user rpct=95.00 rlat=3100 wpct=0.00 wlat=2100 min=10.00 max=100.00"
+    assert points[5][5] == "259:0 enable=1 ctrl=user rpct=95.00 rlat=3100 wpct=0.00 wlat=3100 min=10.00 max=100.00"
     assert iocost_lines(lab) == (model_before, qos_before) and lab.state() == BEFORE
     assert not os.path.exists(lab.sim.path("%s/%s" % (sol.ROOT, sol.SLICE)))
     assert ["/usr/sbin/systemctl", "stop", sol.SLICE] in runner.calls and lab.journals() == []
