@@ -106,6 +106,11 @@ notes:
     standard library).
   - Per-device C(io.weight) lines of cgroups need iocost initialised on the disk first; set them after this module
     (the C(cgroup) module does).
+  - Settings that break iocost are checked before the first write (check mode too) for every disk that will run it.
+    The C(bfq) scheduler on such a disk is refused (measured on the lab, a rate-bound reader lost half its rate); the
+    message names the disk and the fix (scheduler C(none) or C(mq-deadline) with M(aiinfra.io_isolation.blk_queue), or
+    iocost off on the disk). Writeback throttling left on (kernels before 6.2 do not switch it off under iocost; a
+    latency set by hand stays on everywhere), and C(io.max) or C(io.latency) lines of cgroups on the disk, are warnings.
 seealso:
   - module: aiinfra.io_isolation.io_facts
 """
