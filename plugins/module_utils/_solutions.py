@@ -11,8 +11,9 @@ With the just-measured model in ``io.cost.model`` and iocost's vrate pinned (``r
 min=max=L``) at a series of levels L, a rate-bound probe reader (4 KiB random reads at QD1, fio
 ``rate_iops`` = a share of the measured ``rrandiops``, ``rate_process=linear``) runs in one transient
 scope of weight 1000 beside a saturating antagonist (4 KiB random reads at QD64) in another of weight
-100, both in the calibration's own slice. One more point holds a latency target instead of a pin; one
-solo run of the probe (iocost off, as the hold leaves it) gives the reference p99. From the points:
+100 (IOWeight and CPUWeight, as the inference and training roles deploy their slices), both in the
+calibration's own slice. One more point holds a latency target instead of a pin; one solo run of the
+probe (iocost off, as the hold leaves it) gives the reference p99. From the points:
 
 * ``isolation``: the highest pinned level whose probe p99 is within :data:`P99_BOUND` x solo and
   whose probe kept at least :data:`RATE_KEPT_MIN` of its rate (none: no solution, with a note);
@@ -39,6 +40,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands imp
 ROOT = "/sys/fs/cgroup"
 # The calibration's own slice: a top-level one (no '-' in the name, so systemd creates no parent slice).
 SLICE = "iocost_calibrate.slice"
+# IOWeight and CPUWeight of the two scopes: what the inference and training roles give their slices
+# (inference_cpu_weight 1000, training_cpu_weight 100), so the probe is measured as it would be deployed.
 PROBE_WEIGHT = 1000
 ANTAGONIST_WEIGHT = 100
 DEFAULT_LEVELS = (100, 80, 60, 40)
@@ -189,9 +192,10 @@ def antagonist_argv(binary, target, size_bytes, seconds):
 
 
 def scope_argv(systemd_run, unit, weight, argv):
-    """``argv`` in a transient scope ``unit``.scope of the calibration slice with ``IOWeight`` (systemd-run execs it)."""
+    """``argv`` in a transient scope ``unit``.scope of the calibration slice with ``IOWeight`` and ``CPUWeight``
+    ``weight`` (systemd-run execs it)."""
     return [systemd_run, "--scope", "--quiet", "--collect", "--slice=%s" % SLICE, "--unit=%s" % unit,
-            "-p", "IOWeight=%d" % weight, "--"] + list(argv)
+            "-p", "IOWeight=%d" % weight, "-p", "CPUWeight=%d" % weight, "--"] + list(argv)
 
 
 def pinned_qos(level, rlat, wlat):

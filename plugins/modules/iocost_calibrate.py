@@ -30,8 +30,9 @@ description:
   - "QoS solutions (O(solutions)): after the model, with the measured model in C(io.cost.model) and vrate pinned
     (C(rpct=0 wpct=0 min=max=level)) at each of O(solutions.levels), a rate-bound probe reader (4 KiB random reads at
     queue depth 1, O(solutions.probe_share) of the measured C(rrandiops)) runs in a transient systemd scope of
-    C(IOWeight=1000) beside a saturating antagonist (4 KiB random reads at queue depth 64) in one of C(IOWeight=100),
-    both in the slice C(iocost_calibrate.slice); one more point holds a latency target instead (C(rpct=95),
+    C(IOWeight=1000) and C(CPUWeight=1000) beside a saturating antagonist (4 KiB random reads at queue depth 64) in
+    one of C(IOWeight=100) and C(CPUWeight=100) (the inference and training roles' weights), both in the slice
+    C(iocost_calibrate.slice); one more point holds a latency target instead (C(rpct=95),
     C(rlat) = 1.5 x the probe's solo p99, C(min=10 max=100)), and one solo run of the probe with iocost off gives the
     reference p99. RV(solutions) derives C(isolation) (the highest level whose probe p99 stays within 1.5 x solo at 95%
     of its rate or more), C(bandwidth) (level 100) and C(latency) (the latency point, when it meets the same bound)."

@@ -67,7 +67,7 @@ def test_probe_and_antagonist_argv():
     assert "--runtime=84" in antagonist and "--ramp_time" not in " ".join(antagonist)
     scope = sol.scope_argv("/usr/bin/systemd-run", "u1", 100, ["fio"])
     assert scope == ["/usr/bin/systemd-run", "--scope", "--quiet", "--collect", "--slice=iocost_calibrate.slice",
-                     "--unit=u1", "-p", "IOWeight=100", "--", "fio"]
+                     "--unit=u1", "-p", "IOWeight=100", "-p", "CPUWeight=100", "--", "fio"]
 
 
 def test_latency_target_is_one_and_a_half_solo_p99_rounded_up():
