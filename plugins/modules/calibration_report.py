@@ -21,7 +21,10 @@ description:
     C(.json) (see P(aiinfra.io_isolation.calibration_entry_file#filter)).
   - "The report has: a header (device, serial, model, firmware, capacity, kernel, fio version, host, date, repeats);
     the calibrated model next to the kernel's own class for the disk with their ratio and the spread of each
-    coefficient (within a run and over the repeats); the QoS and the rule that derived it; every run; the method and
+    coefficient (within a run and over the repeats); the QoS and the rule that derived it; the QoS solutions of the
+    solution phase (C(isolation), C(bandwidth), C(latency) with their C(io.cost.qos) values and measured figures)
+    and every point of each run (vrate level, probe p99 against its solo p99, rate kept, antagonist IOPS and share),
+    with the curve plotted (probe p99 ratio and antagonist share against the pinned vrate); every run; the method and
     stop rule; for each of the six measurements the rate per window over time with the running estimate and the
     point where the run stopped (marked V(stable), V(max) or V(ended)), all repeats overlaid; and the completion
     latency percentiles of the random read and write QoS runs on a 'nines' axis with the derived C(rlat) and C(wlat)
@@ -103,11 +106,11 @@ path:
   type: str
   sample: /srv/calibration/reports/QEMU_NVMe_Ctrl__7.2.0__1073741824.html
 plots:
-  description: The plots embedded in the report, in order.
+  description: The plots embedded in the report, in order (V(solutions) when the runs measured the solution phase).
   returned: success
   type: list
   elements: str
-  sample: [measurements, latency]
+  sample: [measurements, latency, solutions]
 plots_missing:
   description: True when matplotlib is missing on the controller and the report has no plots (RV(msg) says how
     to get them).
