@@ -283,7 +283,7 @@ def plan_disks(fs, records, enabled, release, queues=None, groups=None):
     for majmin in on:
         record = records[majmin]
         scheduler, usec = queue_now(fs, record)
-        wbt = wbt_state(usec, record.rotational)
+        wbt = wbt_state(usec, record.rotational) if usec is not None else None
         if (queues or {}).get(majmin):
             scheduler, wbt = queues[majmin]
         limits = dict((k, set(v)) for k, v in held_limits[majmin].items())

@@ -173,7 +173,7 @@ notes:
   - The udev rule C(/etc/udev/rules.d/91-aiinfra-blk-queue-<stable id>.rules) holds exactly the attributes of the last
     call for that disk; give all of a disk's attributes in one task.
   - With O(persist=false) only the running kernel is changed; an existing rule is left in place (and reported).
-  - On a disk that runs iocost, O(scheduler=bfq) is refused before the first write (check mode too): bfq defeats
+  - On a disk that runs iocost, O(scheduler=bfq) is refused before the first write (check mode too), since bfq defeats
     iocost's weights (measured on the lab). A O(wbt_lat_usec) that leaves writeback throttling on beside iocost (the
     default before kernel 6.2, or a latency set by hand) is a warning; set 0 to switch it off.
 seealso:

@@ -201,10 +201,9 @@ class Record(object):
     (dict(scheduler="bfq", wbt=("manual", 9000), iocost=False), [], []),
 ])
 def test_each_rule_once(plan, refused, warned):
-    args = dict(iocost=True, release="6.1.0-57-amd64")
-    args.update(plan)
-    disk = _iocost.DiskPlan(Record(), args.pop("iocost"), args.pop("scheduler"), args.pop("wbt"), args.pop("release"),
-                            **args)
+    disk = _iocost.DiskPlan(Record(), plan.get("iocost", True), plan["scheduler"], plan["wbt"],
+                            plan.get("release", "6.1.0-57-amd64"), io_max=plan.get("io_max", ()),
+                            io_latency=plan.get("io_latency", ()))
     errors, warnings = _iocost.conflicts([disk])
     names = dict((r.name, r) for r in _iocost.CONFLICTS)
     assert len(errors) == len(refused) and len(warnings) == len(warned)
