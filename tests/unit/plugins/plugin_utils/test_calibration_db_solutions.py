@@ -51,8 +51,8 @@ def test_one_repeat_carries_its_solutions_and_points():
     assert iso["repeats"] == 1 and "why" not in iso
     assert entry["solutions"]["bandwidth"]["qos"]["min"] == 100.0 and entry["solution_notes"] == []
     run = entry["runs"][0]["solutions"]
-    assert run["solo_p99_us"] == 2000.0 and run["probe_iops"] == 750 and run["found"] == {"bandwidth": 100.0,
-                                                                                         "isolation": 60.0}
+    assert run["solo_p99_us"] == 2000.0 and run["probe_iops"] == 750
+    assert run["found"] == {"bandwidth": 100.0, "isolation": 60.0}
     assert [p["level"] for p in run["points"]] == [100.0, 60.0] and run["points"][1]["probe_p99_ratio"] == 1.47
     assert db.entry_problems(entry) == []
 
