@@ -482,9 +482,10 @@ def derive(points):
                                             "within %gx solo" % (LAT_RPCT, p["qos"]["rlat"], LAT_VRATE_MIN,
                                                                  LAT_VRATE_MAX, P99_BOUND))
         else:
+            values = (LAT_RPCT, p["qos"]["rlat"], LAT_VRATE_MIN, LAT_VRATE_MAX, p.get("probe_p99_ratio"),
+                      p.get("rate_kept"))
             notes.append("the latency target (rpct %g rlat %d us, min %g max %g) gave the probe %sx its solo p99 at "
-                         "%s of its rate: not a solution" % (LAT_RPCT, p["qos"]["rlat"], LAT_VRATE_MIN, LAT_VRATE_MAX,
-                                                            p.get("probe_p99_ratio"), p.get("rate_kept")))
+                         "%s of its rate: not a solution" % values)
     return solutions, notes
 
 

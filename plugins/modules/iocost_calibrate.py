@@ -342,7 +342,7 @@ solutions:
     - The QoS solutions derived from the solution phase, by name (C(isolation), C(bandwidth), C(latency)); each has
       C(qos) (the six keys of C(io.cost.qos), ready for it; C(rpct)/C(wpct) V(0) is no latency target), C(vrate)
       (the pinned level; V(null) for C(latency)), C(vrate_read) (the mean C(cost.vrate) of the root C(io.stat)) and
-      the point's figures. C(isolation) is V(null) when no level held the probe (RV(solution_phase.notes) says so).
+      the point's figures. C(isolation) is V(null) when no level held the probe (the C(notes) of RV(solution_phase) say so).
     - V(null) when the phase did not run.
   returned: success, not in check mode
   type: dict

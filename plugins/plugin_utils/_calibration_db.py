@@ -239,8 +239,9 @@ def solution_problems(name, value, where="solutions"):
             problems.append("%s.qos.%s is %r, not a vrate percentage from 1 to 10000" % (label, key, item))
     extra = sorted(set(qos) - set(QOS_KEYS))
     if extra:
-        problems.append("%s.qos has unknown key%s %s (only %s)" % (label, "s" if len(extra) > 1 else "",
-                                                                  ", ".join(map(str, extra)), ", ".join(QOS_KEYS)))
+        plural = "s" if len(extra) > 1 else ""
+        problems.append("%s.qos has unknown key%s %s (only %s)" % (label, plural, ", ".join(map(str, extra)),
+                                                                   ", ".join(QOS_KEYS)))
     if _is_number(qos.get("min")) and _is_number(qos.get("max")) and qos["min"] > qos["max"]:
         problems.append("%s.qos.min (%s) is above qos.max (%s)" % (label, qos["min"], qos["max"]))
     for key in SOLUTION_FIGURES:
