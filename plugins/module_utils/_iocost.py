@@ -177,27 +177,29 @@ def _groups(paths):
 
 CONFLICTS = (
     Conflict("bfq", REFUSE, lambda d: d.scheduler == "bfq", lambda d: (
-        "%s: iocost is enabled on the disk and its I/O scheduler would be bfq. bfq schedules the same I/O a "
-        "second time by its own weights (io.bfq.weight, not io.weight), so the isolation iocost's weights "
-        "give is lost (docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue scheduler none or "
-        "mq-deadline for this disk, or leave iocost off on it" % d.label)),
+        "%s: iocost is enabled on the disk and its I/O scheduler would be bfq. bfq schedules the requests again "
+        "by its own weights (io.bfq.weight); beside it a reader that iocost protects lost half its rate on the "
+        "lab (docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue scheduler none or mq-deadline for "
+        "this disk, or leave iocost off on it" % d.label)),
     Conflict("wbt", WARN, DiskPlan.wbt_on, lambda d: (
         "%s: iocost is enabled on the disk and writeback throttling would stay on (wbt_lat_usec %d, %s). wbt "
-        "throttles every cgroup's writeback by one disk-wide latency, beside iocost's weights "
-        "(docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue wbt_lat_usec 0 for this disk, or leave "
-        "iocost off on it" % (d.label, d.wbt[1], "set by hand: the kernel keeps it on under iocost"
+        "throttles every cgroup's writeback, the protected ones' too, by one disk-wide latency that iocost's "
+        "weights do not see (docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue wbt_lat_usec 0 for "
+        "this disk, or leave iocost off on it" % (d.label, d.wbt[1], "set by hand: the kernel keeps it on under iocost"
                               if d.wbt[0] == "manual" else "the default: kernel %s does not switch it off under "
                               "iocost, 6.2 and later do" % (d.release or "?")))),
     Conflict("io.max", WARN, lambda d: d.io_max, lambda d: (
-        "%s: iocost is enabled on the disk and %s set io.max on it. io.max caps a group beside iocost's "
-        "weights: the capped group cannot use what its weight would give it, and the budget it leaves goes "
-        "to its siblings (docs/kernel-files.md, 'Settings beside iocost'). Keep io.max for hard caps only, or "
-        "leave iocost off on the disk" % (d.label, _groups(d.io_max)))),
+        "%s: iocost is enabled on the disk and %s set io.max on it. io.max caps a group whatever its weight "
+        "gives it: on the lab a cap near the rate of a group iocost protects cost that group its rate, while a "
+        "cap on a low-weight group acted as a plain hard cap (docs/kernel-files.md, 'Settings beside iocost'). "
+        "Keep io.max for hard caps on the groups iocost holds back anyway, or leave iocost off on the disk"
+        % (d.label, _groups(d.io_max)))),
     Conflict("io.latency", WARN, lambda d: d.io_latency, lambda d: (
         "%s: iocost is enabled on the disk and %s set an io.latency target on it. io.latency throttles the "
-        "siblings of a group that misses its target by queue depth, a second controller beside iocost's "
-        "weights (docs/kernel-files.md, 'Settings beside iocost'). Use iocost's weights and QoS alone, or "
-        "leave iocost off on the disk" % (d.label, _groups(d.io_latency)))),
+        "siblings of a group that misses its target, a second controller beside iocost's weights: on the lab "
+        "the pair was never better than iocost alone and the other groups got less (docs/kernel-files.md, "
+        "'Settings beside iocost'). Use iocost's weights and QoS alone, or leave iocost off on the disk"
+        % (d.label, _groups(d.io_latency)))),
 )
 
 
