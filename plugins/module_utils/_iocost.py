@@ -171,6 +171,12 @@ class Conflict:
         self.message = message
 
 
+def _wbt_why(disk):
+    if disk.wbt[0] == "manual":
+        return "set by hand: the kernel keeps it on under iocost"
+    return "the default: kernel %s does not switch it off under iocost, 6.2 and later do" % (disk.release or "?")
+
+
 def _groups(paths):
     return ", ".join(p[len(ROOT) + 1:] if p.startswith(ROOT + "/") else p for p in paths)
 
@@ -185,9 +191,7 @@ CONFLICTS = (
         "%s: iocost is enabled on the disk and writeback throttling would stay on (wbt_lat_usec %d, %s). wbt "
         "throttles every cgroup's writeback, the protected ones' too, by one disk-wide latency that iocost's "
         "weights do not see (docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue wbt_lat_usec 0 for "
-        "this disk, or leave iocost off on it" % (d.label, d.wbt[1], "set by hand: the kernel keeps it on under iocost"
-                              if d.wbt[0] == "manual" else "the default: kernel %s does not switch it off under "
-                              "iocost, 6.2 and later do" % (d.release or "?")))),
+        "this disk, or leave iocost off on it" % (d.label, d.wbt[1], _wbt_why(d)))),
     Conflict("io.max", WARN, lambda d: d.io_max, lambda d: (
         "%s: iocost is enabled on the disk and %s set io.max on it. io.max caps a group whatever its weight "
         "gives it: on the lab a cap near the rate of a group iocost protects cost that group its rate, while a "
