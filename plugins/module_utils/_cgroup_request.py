@@ -211,17 +211,12 @@ class Request:
                 "nothing until %s enables it (qos enable=1)" % (self.name, names, IOCOST_MODULE))
 
     def io_limits(self):
-        """{"io.max": {MAJ:MIN: limited}, "io.latency": {MAJ:MIN: target set}} for the disks this request
-        names (``removed``: the group goes, with every line it had): what iocost's conflict rules read."""
+        """{"io.latency": {MAJ:MIN: target set}} for the disks this request names (``removed``: the group goes,
+        with every line it had): what iocost's conflict rules read (_iocost.LIMIT_FILES)."""
         if self.state != "present":
             return {"removed": True}
-        io = self.values["io"]
-        out = {"io.max": {}, "io.latency": {}}
-        for selector, value in (io.get("max") or {}).items():
-            if selector in self.records:
-                out["io.max"][self.majmin(selector)] = any(
-                    v is not None and str(v).strip() != "max" for v in (value or {}).values())
-        for selector, value in (io.get("latency") or {}).items():
+        out = {"io.latency": {}}
+        for selector, value in (self.values["io"].get("latency") or {}).items():
             if selector in self.records:
                 target = value.get("target") if isinstance(value, dict) else value
                 out["io.latency"][self.majmin(selector)] = target is not None and str(target).strip() not in ("max", "0")

@@ -181,19 +181,19 @@ def plan(params, fs, runner):
 def conflicts(fs, resolver, sections, planned_qos):
     """iocost's conflict rules (_iocost.CONFLICTS) on every disk that runs iocost after this call, as the whole
     call leaves it: the QoS its iocost section writes (else the disk's own), the scheduler and wbt its blk_queue
-    section sets, the io.max / io.latency its cgroups set. (errors, warnings)."""
+    section sets, the io.latency targets its cgroups set. (errors, warnings)."""
     qos = codecs.IO_COST_QOS.parse(fs.read(_iocost.ROOT + "/io.cost.qos") or "")
     enabled = dict((m, str((line or {}).get("enable")) == "1") for m, line in qos.items())
     enabled.update((m, str((line or {}).get("enable")) == "1") for m, line in planned_qos.items())
     if not any(enabled.values()):
         return [], []
     queues, groups = {}, []
-    touched = set(planned_qos)      # the disks this call configures: its iocost, blk_queue and io.max/io.latency
+    touched = set(planned_qos)      # the disks this call configures: its iocost, blk_queue and io.latency
     for section in sections:
         queues.update(getattr(section.part, "queues", None) or {})
         if getattr(section.part, "io_limits", None) is not None:
             groups.append(section.part.io_limits)
-            touched.update(m for name in ("io.max", "io.latency") for m in section.part.io_limits[1].get(name, {}))
+            touched.update(m for name in _iocost.LIMIT_FILES for m in section.part.io_limits[1].get(name, {}))
     touched.update(queues)
     records = dict((d.majmin, resolver.resolve(d.name)) for d in resolver.list_disks()
                    if enabled.get(d.majmin) and d.majmin in touched)

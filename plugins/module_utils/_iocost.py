@@ -104,7 +104,7 @@ def class_warnings(record, model):
 # ---------------------------------------------------------------------------------------------
 # Settings that break iocost on a disk: each rule once, here. The iocost and blk_queue modules check
 # the disk as their call leaves it; host_profile checks every disk as the whole call leaves it
-# (a scheduler or wbt the same call changes, io.max/io.latency its cgroups set). A refusal is an
+# (a scheduler or wbt the same call changes, the io.latency targets its cgroups set). A refusal is an
 # input error: nothing is written, in check mode too. Measured on the device-bound lab and read from
 # the source: docs/kernel-files.md, "Settings beside iocost".
 # ---------------------------------------------------------------------------------------------
@@ -132,17 +132,16 @@ def wbt_state(usec, rotational):
 class DiskPlan:
     """One disk as a call leaves it: what the conflict rules read.
 
-    ``wbt`` is :func:`wbt_state`'s pair; ``io_max`` / ``io_latency`` the cgroups (paths) that will
-    hold a limit / a latency target on the disk.
+    ``wbt`` is :func:`wbt_state`'s pair; ``io_latency`` the cgroups (paths) that will hold a latency
+    target on the disk.
     """
 
-    def __init__(self, record, iocost, scheduler, wbt, release, io_max=(), io_latency=()):
+    def __init__(self, record, iocost, scheduler, wbt, release, io_latency=()):
         self.record = record
         self.iocost = iocost
         self.scheduler = scheduler
         self.wbt = wbt
         self.release = release
-        self.io_max = sorted(io_max)
         self.io_latency = sorted(io_latency)
 
     @property
@@ -151,13 +150,12 @@ class DiskPlan:
         return "%s (%s, %s)" % (rec.name, rec.majmin, rec.stable_selector or "no stable selector")
 
     def wbt_on(self):
-        """Whether writeback throttling will run on the disk beside iocost."""
-        kind = self.wbt[0] if self.wbt else None
-        if kind == "manual":
-            return True     # a latency set by hand stays on under iocost and bfq (6.1 and 6.12)
-        if kind == "default":
-            return self.scheduler != "bfq" and not kernel_turns_wbt_off(self.release)
-        return False
+        """Whether writeback throttling will run on the disk beside iocost by a latency set by hand.
+
+        6.1's default wbt also stays on under iocost (6.2 and later switch it off), but on the lab it made
+        no difference to a protected reader beside a buffered writer (docs/kernel-files.md, "Settings
+        beside iocost"), so only a latency someone set - which every kernel keeps on - is named."""
+        return bool(self.wbt) and self.wbt[0] == "manual"
 
 
 class Conflict:
@@ -171,12 +169,6 @@ class Conflict:
         self.message = message
 
 
-def _wbt_why(disk):
-    if disk.wbt[0] == "manual":
-        return "set by hand: the kernel keeps it on under iocost"
-    return "the default: kernel %s does not switch it off under iocost, 6.2 and later do" % (disk.release or "?")
-
-
 def _groups(paths):
     return ", ".join(p[len(ROOT) + 1:] if p.startswith(ROOT + "/") else p for p in paths)
 
@@ -188,16 +180,11 @@ CONFLICTS = (
         "lab (docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue scheduler none or mq-deadline for "
         "this disk, or leave iocost off on it" % d.label)),
     Conflict("wbt", WARN, DiskPlan.wbt_on, lambda d: (
-        "%s: iocost is enabled on the disk and writeback throttling would stay on (wbt_lat_usec %d, %s). wbt "
-        "throttles every cgroup's writeback, the protected ones' too, by one disk-wide latency that iocost's "
-        "weights do not see (docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue wbt_lat_usec 0 for "
-        "this disk, or leave iocost off on it" % (d.label, d.wbt[1], _wbt_why(d)))),
-    Conflict("io.max", WARN, lambda d: d.io_max, lambda d: (
-        "%s: iocost is enabled on the disk and %s set io.max on it. io.max caps a group whatever its weight "
-        "gives it: on the lab a cap near the rate of a group iocost protects cost that group its rate, while a "
-        "cap on a low-weight group acted as a plain hard cap (docs/kernel-files.md, 'Settings beside iocost'). "
-        "Keep io.max for hard caps on the groups iocost holds back anyway, or leave iocost off on the disk"
-        % (d.label, _groups(d.io_max)))),
+        "%s: iocost is enabled on the disk and writeback throttling would stay on (wbt_lat_usec %d, set by "
+        "hand: every kernel keeps such a latency on under iocost, while 6.2 and later switch the default off). "
+        "wbt throttles every cgroup's writeback, the protected ones' too, by one disk-wide latency that iocost's "
+        "weights do not see (docs/kernel-files.md, 'Settings beside iocost'). Set blk_queue wbt_lat_usec 0 (or "
+        "-1, the default) for this disk, or leave iocost off on it" % (d.label, d.wbt[1]))),
     Conflict("io.latency", WARN, lambda d: d.io_latency, lambda d: (
         "%s: iocost is enabled on the disk and %s set an io.latency target on it. io.latency throttles the "
         "siblings of a group that misses its target, a second controller beside iocost's weights: on the lab "
@@ -239,10 +226,16 @@ def queue_now(fs, record):
     return scheduler, wbt
 
 
+# The cgroup files beside iocost that a conflict rule reads. io.max is not among them: on the lab a cap on a
+# low-weight group acted as a plain hard cap beside iocost, and a cap near a group's own rate cost it that rate
+# with or without iocost (docs/kernel-files.md, "Settings beside iocost").
+LIMIT_FILES = ("io.latency",)
+
+
 def io_limits(fs, majmins, root=ROOT):
-    """{MAJ:MIN: {"io.max": [groups], "io.latency": [groups]}}: the cgroups that hold an io.max limit or an
-    io.latency target on each disk now (the whole tree is read)."""
-    out = dict((m, {"io.max": [], "io.latency": []}) for m in majmins)
+    """{MAJ:MIN: {"io.latency": [groups]}}: the cgroups that hold an io.latency target on each disk now (the
+    whole tree is read)."""
+    out = dict((m, dict((name, []) for name in LIMIT_FILES)) for m in majmins)
     if not out:
         return out
     stack = [root]
@@ -254,8 +247,7 @@ def io_limits(fs, majmins, root=ROOT):
                 stack.append(path)
         if directory == root:
             continue
-        for name, codec, limited in (("io.max", codecs.IO_MAX, _io_max_limited),
-                                     ("io.latency", codecs.IO_LATENCY, _io_latency_set)):
+        for name, codec, limited in (("io.latency", codecs.IO_LATENCY, _io_latency_set),):
             try:
                 parsed = codec.parse(fs.read(directory + "/" + name) or "")
             except (codecs.CodecError, KernelFileError):
@@ -264,10 +256,6 @@ def io_limits(fs, majmins, root=ROOT):
                 if majmin in out and limited(line):
                     out[majmin][name].append(directory)
     return out
-
-
-def _io_max_limited(line):
-    return any(str(v) != "max" for v in (line or {}).values())
 
 
 def _io_latency_set(line):
@@ -281,8 +269,7 @@ def kernel_release(fs):
 def plan_disks(fs, records, enabled, release, queues=None, groups=None):
     """The DiskPlan of every disk in ``records`` ({MAJ:MIN: record}) that ``enabled`` ({MAJ:MIN: bool}) says will
     run iocost: the disk as now, with what this call changes on top. ``queues``: {MAJ:MIN: (scheduler,
-    wbt_state)} from a blk_queue request; ``groups``: [(cgroup path, {"io.max": {MAJ:MIN: limited},
-    "io.latency": {MAJ:MIN: set}})] from cgroup requests (a group removed: every disk False)."""
+    wbt_state)} from a blk_queue request; ``groups``: [(cgroup path, {"io.latency": {MAJ:MIN: set}})] from cgroup requests (a group removed: every disk False)."""
     on = [m for m in sorted(records) if enabled.get(m)]
     held_limits = io_limits(fs, on)
     out = []
@@ -295,12 +282,12 @@ def plan_disks(fs, records, enabled, release, queues=None, groups=None):
         limits = dict((k, set(v)) for k, v in held_limits[majmin].items())
         for path, planned in groups or []:
             if planned.get("removed"):
-                limits["io.max"].discard(path)
-                limits["io.latency"].discard(path)
-            for name in ("io.max", "io.latency"):
+                for name in LIMIT_FILES:
+                    limits[name].discard(path)
+            for name in LIMIT_FILES:
                 if majmin in planned.get(name, {}):
                     (limits[name].add if planned[name][majmin] else limits[name].discard)(path)
-        out.append(DiskPlan(record, True, scheduler, wbt, release, limits["io.max"], limits["io.latency"]))
+        out.append(DiskPlan(record, True, scheduler, wbt, release, limits["io.latency"]))
     return out
 
 

@@ -174,8 +174,8 @@ notes:
     call for that disk; give all of a disk's attributes in one task.
   - With O(persist=false) only the running kernel is changed; an existing rule is left in place (and reported).
   - On a disk that runs iocost, O(scheduler=bfq) is refused before the first write (check mode too), since bfq defeats
-    iocost's weights (measured on the lab). A O(wbt_lat_usec) that leaves writeback throttling on beside iocost (the
-    default before kernel 6.2, or a latency set by hand) is a warning; set 0 to switch it off.
+    iocost's weights (measured on the lab). A O(wbt_lat_usec) latency set by hand on such a disk is a warning (every
+    kernel keeps it on under iocost); set 0 to switch wbt off, or -1 for the default.
 seealso:
   - module: aiinfra.io_isolation.io_facts
   - module: aiinfra.io_isolation.iocost

@@ -70,8 +70,8 @@ notes:
   - The sections' own notes apply (see each module). Devices, errors and persistence work as there.
   - Settings that break iocost are checked across sections, for every disk the call touches, as the whole call leaves
     it, before the first write (check mode too). C(bfq) on a disk that runs iocost is refused even when another section
-    of the same call sets it (a disk switched away from bfq in the same call is fine); writeback throttling left on,
-    C(io.max) and C(io.latency) beside iocost are warnings. Messages start with C(iocost conflict).
+    of the same call sets it (a disk switched away from bfq in the same call is fine); a wbt latency set by hand and
+    C(io.latency) beside iocost are warnings. Messages start with C(iocost conflict).
 seealso:
   - module: aiinfra.io_isolation.io_facts
   - module: aiinfra.io_isolation.iocost
