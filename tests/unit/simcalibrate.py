@@ -5,7 +5,9 @@ files, tests/unit/simqueue.py and simkernel.py) under mq-deadline with nr_reques
 QoS, a fake command runner with fio 3.39, and a Target for a scratch file or the raw disk.
 """
 
+import json
 import os
+import subprocess
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate as cal
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as targets
@@ -63,6 +65,18 @@ class Lab(object):
     def journals(self):
         d = self.sim.path(cal.JOURNAL_DIR)
         return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def orphan_journal(self):
+        """The disk's journal as a SIGKILLed run leaves it: its pid now a process that has ended. Returns the entry."""
+        path = self.sim.path(cal.journal_path(self.record))
+        with open(path) as f:
+            entry = json.load(f)
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        entry["pid"] = dead.pid
+        with open(path, "w") as f:
+            json.dump(entry, f)
+        return entry
 
     def target(self, kind="file"):
         path = "/srv/calib/.aiinfra-iocost-calibrate-%d.scratch" % os.getpid() if kind == "file" else "/dev/nvme0n1"

@@ -174,14 +174,7 @@ def _kill_mid_run(lab):
     snap = cal.snapshot(lab.sim, lab.record)
     cal.write_journal(lab.sim, lab.record, snap, lab.target())
     cal.hold(lab.sim, lab.record, snap)
-    path = lab.sim.path(cal.journal_path(lab.record))
-    entry = json.load(open(path))
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    entry["pid"] = dead.pid
-    with open(path, "w") as f:
-        json.dump(entry, f)
-    return entry
+    return lab.orphan_journal()
 
 
 def test_the_next_call_repairs_a_killed_run(lab):

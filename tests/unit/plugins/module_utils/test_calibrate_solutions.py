@@ -345,13 +345,7 @@ def _kill_mid_phase(lab):
     cal.hold(lab.sim, lab.record, snap)
     cal.pin(lab.sim, lab.record, MODEL, sol.pinned_qos(60, 1250, 2100))
     lab.sim.mkdir("%s/%s" % (sol.ROOT, sol.SLICE))
-    path = lab.sim.path(cal.journal_path(lab.record))
-    entry = json.load(open(path))
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    entry["pid"] = dead.pid
-    with open(path, "w") as f:
-        json.dump(entry, f)
+    lab.orphan_journal()
 
 
 def test_the_next_call_stops_the_slice_and_restores_model_and_qos_of_a_killed_phase(lab):
