@@ -269,7 +269,8 @@ def kernel_release(fs):
 def plan_disks(fs, records, enabled, release, queues=None, groups=None):
     """The DiskPlan of every disk in ``records`` ({MAJ:MIN: record}) that ``enabled`` ({MAJ:MIN: bool}) says will
     run iocost: the disk as now, with what this call changes on top. ``queues``: {MAJ:MIN: (scheduler,
-    wbt_state)} from a blk_queue request; ``groups``: [(cgroup path, {"io.latency": {MAJ:MIN: set}})] from cgroup requests (a group removed: every disk False)."""
+    wbt_state)} from a blk_queue request; ``groups``: [(cgroup path, {"io.latency": {MAJ:MIN: set}})] from
+    cgroup requests (a group removed: every disk False)."""
     on = [m for m in sorted(records) if enabled.get(m)]
     held_limits = io_limits(fs, on)
     out = []

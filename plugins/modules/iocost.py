@@ -111,7 +111,7 @@ notes:
     message names the disk and the fix (scheduler C(none) or C(mq-deadline) with M(aiinfra.io_isolation.blk_queue), or
     iocost off on the disk). A writeback-throttling latency set by hand (it stays on under iocost on every kernel) and
     C(io.latency) targets of cgroups on the disk are warnings. 6.1's default wbt (on under iocost; 6.2 and later switch
-    it off) and C(io.max) caps are not: the lab measured no harm from either beside iocost.
+    it off) and C(io.max) caps are not, as the lab measured no harm from either beside iocost.
 seealso:
   - module: aiinfra.io_isolation.io_facts
 """

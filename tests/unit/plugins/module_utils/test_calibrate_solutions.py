@@ -9,7 +9,6 @@ a signal and a killed run repaired from the journal. The lab proves it on real k
 import json
 import os
 import signal
-import subprocess
 
 import pytest
 
