@@ -843,7 +843,7 @@ def part(params, fs, resolver=None, check_conflicts=True):
         ctxs = [p.ctx for p in plans if p.ctx.record.majmin in queues]
         disks = dict((ctx.record.majmin, ctx.record) for ctx in ctxs)
         enabled = dict((ctx.record.majmin, ctx.iocost_enabled()) for ctx in ctxs)
-        found, conflict_warnings = _iocost.conflicts(_iocost.plan_disks(fs, disks, enabled, release, queues=queues))
+        found, conflict_warnings = _iocost.conflicts(_iocost.plan_disks(fs, disks, enabled, queues=queues))
         errors.extend(found)
 
     def report(reconciled, check_mode):

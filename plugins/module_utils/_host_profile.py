@@ -197,8 +197,7 @@ def conflicts(fs, resolver, sections, planned_qos):
     touched.update(queues)
     records = dict((d.majmin, resolver.resolve(d.name)) for d in resolver.list_disks()
                    if enabled.get(d.majmin) and d.majmin in touched)
-    return _iocost.conflicts(_iocost.plan_disks(fs, records, enabled, _iocost.kernel_release(fs), queues=queues,
-                                                groups=groups))
+    return _iocost.conflicts(_iocost.plan_disks(fs, records, enabled, queues=queues, groups=groups))
 
 
 def _planned_qos(part):

@@ -136,12 +136,11 @@ class DiskPlan:
     target on the disk.
     """
 
-    def __init__(self, record, iocost, scheduler, wbt, release, io_latency=()):
+    def __init__(self, record, iocost, scheduler, wbt, io_latency=()):
         self.record = record
         self.iocost = iocost
         self.scheduler = scheduler
         self.wbt = wbt
-        self.release = release
         self.io_latency = sorted(io_latency)
 
     @property
@@ -266,7 +265,7 @@ def kernel_release(fs):
     return (fs.read("/proc/sys/kernel/osrelease") or "").strip() or None
 
 
-def plan_disks(fs, records, enabled, release, queues=None, groups=None):
+def plan_disks(fs, records, enabled, queues=None, groups=None):
     """The DiskPlan of every disk in ``records`` ({MAJ:MIN: record}) that ``enabled`` ({MAJ:MIN: bool}) says will
     run iocost: the disk as now, with what this call changes on top. ``queues``: {MAJ:MIN: (scheduler,
     wbt_state)} from a blk_queue request; ``groups``: [(cgroup path, {"io.latency": {MAJ:MIN: set}})] from
@@ -288,7 +287,7 @@ def plan_disks(fs, records, enabled, release, queues=None, groups=None):
             for name in LIMIT_FILES:
                 if majmin in planned.get(name, {}):
                     (limits[name].add if planned[name][majmin] else limits[name].discard)(path)
-        out.append(DiskPlan(record, True, scheduler, wbt, release, limits["io.latency"]))
+        out.append(DiskPlan(record, True, scheduler, wbt, limits["io.latency"]))
     return out
 
 
@@ -423,7 +422,7 @@ def part(params, fs, resolver=None, check_conflicts=True):
     conflict_warnings = []
     if check_conflicts and not errors:
         found, conflict_warnings = conflicts(plan_disks(fs, dict((r.majmin, r) for r in records),
-                                                        enabled_after(all_settings), kernel_release(fs)))
+                                                        enabled_after(all_settings)))
         errors.extend(found)
 
     def report(result, _check_mode):

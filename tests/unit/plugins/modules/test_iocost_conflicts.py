@@ -209,14 +209,13 @@ class Record(object):
 @pytest.mark.parametrize("plan, refused, warned", [
     (dict(scheduler="bfq", wbt=("default", 75000)), ["bfq"], []),
     (dict(scheduler="mq-deadline", wbt=("default", 75000)), [], []),
-    (dict(scheduler="mq-deadline", wbt=("default", 75000), release="6.12.1"), [], []),
-    (dict(scheduler="mq-deadline", wbt=("manual", 9000), release="6.12.1"), [], ["wbt"]),
+    (dict(scheduler="mq-deadline", wbt=("manual", 9000)), [], ["wbt"]),
     (dict(scheduler="none", wbt=("off", 0), io_latency=["/sys/fs/cgroup/b"]), [], ["io.latency"]),
     (dict(scheduler="bfq", wbt=("manual", 9000), iocost=False), [], []),
 ])
 def test_each_rule_once(plan, refused, warned):
     disk = _iocost.DiskPlan(Record(), plan.get("iocost", True), plan["scheduler"], plan["wbt"],
-                            plan.get("release", "6.1.0-57-amd64"), io_latency=plan.get("io_latency", ()))
+                            io_latency=plan.get("io_latency", ()))
     errors, warnings = _iocost.conflicts([disk])
     names = dict((r.name, r) for r in _iocost.CONFLICTS)
     assert len(errors) == len(refused) and len(warnings) == len(warned)
