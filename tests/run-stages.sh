@@ -40,6 +40,14 @@ run_stage() {
   echo "$result $secs ${beside:+ (alongside $beside)}" >"$LOGS/$stage.result"
 }
 
+# why_failed LOG: each Ansible "fatal:"/"failed:" with the lines of its message, and the lines that
+# pytest, make and our scripts print for a failure; colours stripped, at most 60 lines.
+why_failed() {
+  sed 's/\x1b\[[0-9;]*m//g' "$1" 2>/dev/null \
+    | grep -E -A8 'fatal: \[|failed: \[|^FAILED |^E  |smoke run failed|[Ee]rror:|Error [0-9]+$|Traceback' \
+    | grep -v -E 'ignoring|^--$' | head -60
+}
+
 run_lane() {  # run_lane "what runs beside it" STAGE...
   local beside=$1 stage
   shift
@@ -74,5 +82,13 @@ for stage in "${order[@]}"; do
   echo "  $(fmt "$stage" "$result" "$secs" "${beside:+ $beside}")"
 done
 echo "  $(fmt total "" "$total" "")"
+# CI keeps only the output's tail: what made each failed stage fail is repeated here, at the end.
+for stage in "${order[@]}"; do
+  read -r result _ <"$LOGS/$stage.result" 2>/dev/null || result=FAILED
+  [ "$result" = passed ] && continue
+  echo
+  echo "why $stage failed (the lines that say so in $LOGS/$stage.log):"
+  why_failed "$LOGS/$stage.log" | sed 's/^/  | /'
+done
 echo "stages: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

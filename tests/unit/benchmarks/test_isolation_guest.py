@@ -180,6 +180,7 @@ OTHER_DISK = (254 << 20)   # the guest's root disk
 def test_probe_spec_is_io_latencys_program_over_ramp_runtime_and_the_late_start():
     spec = bench.probe_spec(15, 2)
     assert spec["window"] == 15 + 2 + bench.PROBE_MARGIN
+    assert bench.probe_spec(3, 1, bench.SMOKE_PROBE_MARGIN)["window"] == 3 + 1 + bench.SMOKE_PROBE_MARGIN
     assert spec["program"] == bench.latency.program(spec["window"], warmup=2)
 
 
@@ -246,6 +247,13 @@ def test_smoke_check_wants_the_probe_to_count_the_readers_io():
                        "(fio's count and its 1 s ramp, 15%% either way)" % far], far
     late = bench.smoke_check(_probe_results(3600, started=bench.PROBE_MARGIN + 0.5))
     assert len(late) == 2 and all("ended before fio's" in p for p in late)
+    # The run's own margin (the smoke run's is longer) is the one judged, and the message names it
+    wide = _probe_results(3600, started=bench.PROBE_MARGIN + 0.5)
+    wide["meta"]["probe_margin"] = bench.SMOKE_PROBE_MARGIN
+    assert bench.smoke_check(wide) == []
+    wide = _probe_results(3600, started=bench.SMOKE_PROBE_MARGIN + 0.5)
+    wide["meta"]["probe_margin"] = bench.SMOKE_PROBE_MARGIN
+    assert "(%d s margin)" % bench.SMOKE_PROBE_MARGIN in bench.smoke_check(wide)[0]
     missing = _probe_results(3600)
     del missing["runs"][1]["probe"]
     assert bench.smoke_check(missing) == ["None vs seqwrite1m: no probe figures"]
