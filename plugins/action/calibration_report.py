@@ -41,7 +41,6 @@ TITLES = {
     "wseqiops": "wseqiops - sequential write, 4 KiB",
     "wrandiops": "wrandiops - random write, 4 KiB",
 }
-PLOTS = ("measurements", "latency")
 STYLE = """
 body{font-family:sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}

@@ -9,21 +9,6 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # One device (pairs with _argspec.DEVICE).
-    DOCUMENTATION = r"""
-options:
-  device:
-    description:
-      - The whole disk to manage.
-      - Accepts a kernel name (V(nvme0n1)), a C(/dev) path, a C(/dev/disk/by-id/) or C(/dev/disk/by-path/) link,
-        a WWN or EUI (V(eui.0011223344556677), V(0x5000c500a1b2c3d4)), a serial number, or V(MAJ:MIN).
-      - Resolved to the whole-disk C(MAJ:MIN) on the host at run time; persisted configuration is keyed by the
-        disk's stable identity (WWN or serial), never by name or C(MAJ:MIN), which can change between boots.
-      - A partition is refused with a message naming its parent disk.
-    type: str
-    required: true
-"""
-
     # A list of devices (pairs with _argspec.DEVICES).
     DEVICES = r"""
 options:

@@ -17,11 +17,6 @@ __metaclass__ = type
 
 import copy
 
-# aiinfra.io_isolation.device: one device, by any name the resolver understands.
-DEVICE = {
-    "device": {"type": "str", "required": True},
-}
-
 # aiinfra.io_isolation.devices: a list of device selectors (empty = all whole disks).
 DEVICES = {
     "devices": {"type": "list", "elements": "str", "default": []},

@@ -52,7 +52,6 @@ SCRATCH_PREFIX = ".aiinfra-iocost-calibrate-"
 SCRATCH_SUFFIX = ".scratch"
 _SCRATCH_RE = re.compile(r"^" + re.escape(SCRATCH_PREFIX) + r"(\d+)" + re.escape(SCRATCH_SUFFIX) + r"$")
 
-KIB = 1024
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 HEADROOM_MIN = GIB

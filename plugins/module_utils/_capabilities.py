@@ -19,7 +19,8 @@ __metaclass__ = type
 import os
 import re
 
-CGROUP_ROOT = "/sys/fs/cgroup"
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import CGROUP_ROOT
+
 # io.* files that only exist in non-root cgroups, and the kernel options that build each; "m"
 # (a module) means the file appears once the module is loaded (bfq: when a disk selects it).
 CHILD_IO_FILES = {

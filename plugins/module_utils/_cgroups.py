@@ -16,10 +16,9 @@ import re
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroup_knobs import find, fresh_value
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import CGROUP_FILES
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import CGROUP_ROOT, KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Setting
 
-CGROUP_ROOT = "/sys/fs/cgroup"
 UNIT_SUFFIXES = (".slice", ".service", ".scope")
 # systemd unit names: ASCII letters, digits, ":-_.\" and "@" for instances; at most 255 chars.
 _UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")

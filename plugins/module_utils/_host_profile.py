@@ -182,7 +182,7 @@ def conflicts(fs, resolver, sections, planned_qos):
     """iocost's conflict rules (_iocost.CONFLICTS) on every disk that runs iocost after this call, as the whole
     call leaves it: the QoS its iocost section writes (else the disk's own), the scheduler and wbt its blk_queue
     section sets, the io.latency targets its cgroups set. (errors, warnings)."""
-    qos = codecs.IO_COST_QOS.parse(fs.read(_iocost.ROOT + "/io.cost.qos") or "")
+    qos = codecs.IO_COST_QOS.parse(fs.read(_iocost.CGROUP_ROOT + "/io.cost.qos") or "")
     enabled = dict((m, str((line or {}).get("enable")) == "1") for m, line in qos.items())
     enabled.update((m, str((line or {}).get("enable")) == "1") for m, line in planned_qos.items())
     if not any(enabled.values()):

@@ -27,10 +27,9 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist impo
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import parse_kernel_release, require_iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import CGROUP_ROOT, KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, ModuleError, Part, run_part
 
-ROOT = "/sys/fs/cgroup"
 # The kernel's own cost models (autop[] in block/blk-iocost.c; hdd and ssd_dfl read back on the lab's
 # 6.1 and 6.12 kernels): what a disk runs on with ctrl=auto. docs/kernel-files.md has the table.
 KERNEL_CLASSES = {
@@ -169,7 +168,7 @@ class Conflict:
 
 
 def _groups(paths):
-    return ", ".join(p[len(ROOT) + 1:] if p.startswith(ROOT + "/") else p for p in paths)
+    return ", ".join(p[len(CGROUP_ROOT) + 1:] if p.startswith(CGROUP_ROOT + "/") else p for p in paths)
 
 
 CONFLICTS = (
@@ -231,7 +230,7 @@ def queue_now(fs, record):
 LIMIT_FILES = ("io.latency",)
 
 
-def io_limits(fs, majmins, root=ROOT):
+def io_limits(fs, majmins, root=CGROUP_ROOT):
     """{MAJ:MIN: {"io.latency": [groups]}}: the cgroups that hold an io.latency target on each disk now (the
     whole tree is read)."""
     out = dict((m, dict((name, []) for name in LIMIT_FILES)) for m in majmins)
@@ -295,7 +294,7 @@ def held(fs, majmin):
     """(model, qos) the kernel holds for the disk now; None where it has no line."""
     out = []
     for name, codec in (("io.cost.model", codecs.IO_COST_MODEL), ("io.cost.qos", codecs.IO_COST_QOS)):
-        out.append(codec.lookup(codec.parse(fs.read(ROOT + "/" + name) or ""), majmin))
+        out.append(codec.lookup(codec.parse(fs.read(CGROUP_ROOT + "/" + name) or ""), majmin))
     return tuple(out)
 
 
@@ -331,9 +330,9 @@ def settings(record, params):
     out = []
     dev = record.majmin
     if model is not None:
-        out.append(CodecSetting("io.cost.model[%s]" % dev, ROOT + "/io.cost.model", codecs.IO_COST_MODEL, model,
+        out.append(CodecSetting("io.cost.model[%s]" % dev, CGROUP_ROOT + "/io.cost.model", codecs.IO_COST_MODEL, model,
                                 device=dev, order=10, reset={"ctrl": "auto"}))
-    out.append(CodecSetting("io.cost.qos[%s]" % dev, ROOT + "/io.cost.qos", codecs.IO_COST_QOS, qos,
+    out.append(CodecSetting("io.cost.qos[%s]" % dev, CGROUP_ROOT + "/io.cost.qos", codecs.IO_COST_QOS, qos,
                             device=dev, order=20, reset={"enable": 0, "ctrl": "auto"}))
     persisted = []
     if params.get("persist", True):
@@ -353,7 +352,6 @@ def settings(record, params):
     return out, errors, persisted
 
 
-ENTRY_KEYS = ("device", "model", "qos", "state", "keep_enabled")
 _STATE = {"type": "str", "choices": ["present", "absent"]}
 # The module's options (AnsibleModule keywords); host_profile checks its iocost section with the same.
 MODULE_SPEC = {

@@ -27,6 +27,9 @@ import os
 import stat
 import tempfile
 
+# Where cgroup v2 is mounted: every concern's cgroupfs path starts here (the one place it is written).
+CGROUP_ROOT = "/sys/fs/cgroup"
+
 # What each errno means for the files this collection writes, and what the operator can do.
 ERRNO_HINTS = {
     errno.EINVAL: "the kernel rejected the value's format or range; check the key names and "

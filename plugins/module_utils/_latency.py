@@ -36,10 +36,10 @@ import subprocess
 import time
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Child
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import CGROUP_ROOT
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError
 
 BTF = "/sys/kernel/btf/vmlinux"
-CGROUP_ROOT = "/sys/fs/cgroup"
 SUB_BUCKETS = 8
 MAX_SECONDS = 3600
 # bpftrace compiles and attaches before the window starts (seconds under emulation), and prints its

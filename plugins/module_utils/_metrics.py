@@ -95,7 +95,6 @@ FAMILIES = (
     ("config_verify_timestamp_seconds", "gauge", "When the last verify.yml result was recorded (Unix time)."),
     ("exporter_errors", "gauge", "Files this run could not read or parse (each one skipped, not reported as zero)."),
 )
-_TYPES = dict((name, kind) for name, kind, _help in FAMILIES)
 
 # io.stat key -> family; cost.* are microseconds in the kernel (blk-iocost.c ioc_pd_stat: usage_us, wait_us, ...)
 IO_STAT_COUNTERS = (("rbytes", "slice_io_read_bytes_total", 1), ("wbytes", "slice_io_written_bytes_total", 1),

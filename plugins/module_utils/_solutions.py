@@ -36,8 +36,8 @@ import time
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _fio as fio
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import STOP_TIMEOUT, Child
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import CGROUP_ROOT
 
-ROOT = "/sys/fs/cgroup"
 # The calibration's own slice: a top-level one (no '-' in the name, so systemd creates no parent slice).
 SLICE = "iocost_calibrate.slice"
 # IOWeight and CPUWeight of the two scopes: what the inference and training roles give their slices
@@ -146,13 +146,13 @@ def phase_seconds(opts):
 
 def preflight(fs, which):
     """(tools, None) when the phase can run here, else (None, the reason); reads only."""
-    if not fs.exists(ROOT + "/cgroup.controllers"):
-        return None, "%s is not a cgroup v2 mount: the solution phase needs cgroup v2 and iocost" % ROOT
-    if not fs.exists(ROOT + "/io.cost.qos"):
+    if not fs.exists(CGROUP_ROOT + "/cgroup.controllers"):
+        return None, "%s is not a cgroup v2 mount: the solution phase needs cgroup v2 and iocost" % CGROUP_ROOT
+    if not fs.exists(CGROUP_ROOT + "/io.cost.qos"):
         return None, ("this kernel has no %s/io.cost.qos (built without CONFIG_BLK_CGROUP_IOCOST): there is no iocost "
-                      "to find solutions for" % ROOT)
-    if "io" not in (fs.read(ROOT + "/cgroup.controllers") or "").split():
-        return None, "the io controller is not available in %s/cgroup.controllers" % ROOT
+                      "to find solutions for" % CGROUP_ROOT)
+    if "io" not in (fs.read(CGROUP_ROOT + "/cgroup.controllers") or "").split():
+        return None, "the io controller is not available in %s/cgroup.controllers" % CGROUP_ROOT
     if not fs.exists("/run/systemd/system"):
         return None, ("the host does not run systemd (no /run/systemd/system): the solution phase starts its two "
                       "cgroups as systemd scopes; measure solutions on a systemd host of the same hardware class")
@@ -234,7 +234,7 @@ def _read_figures(dump, what, argv):
 
 def _vrate(fs, majmin):
     """iocost's current vrate (%) for the disk from the root io.stat's cost.vrate; None when iocost is off."""
-    for line in (fs.read(ROOT + "/io.stat") or "").splitlines():
+    for line in (fs.read(CGROUP_ROOT + "/io.stat") or "").splitlines():
         if line.startswith(majmin + " "):
             for kv in line.split()[1:]:
                 if kv.startswith("cost.vrate="):
@@ -247,7 +247,7 @@ def _vrate(fs, majmin):
 
 def _reads(fs, cgroup, majmin):
     """The ``rios`` counter of a cgroup's io.stat for the disk, or None."""
-    for line in (fs.read("%s/%s/io.stat" % (ROOT, cgroup)) or "").splitlines():
+    for line in (fs.read("%s/%s/io.stat" % (CGROUP_ROOT, cgroup)) or "").splitlines():
         if line.startswith(majmin + " "):
             for kv in line.split()[1:]:
                 if kv.startswith("rios="):
@@ -491,7 +491,7 @@ def derive(points):
 
 def qos_line(fs, majmin):
     """The disk's line of io.cost.qos as the kernel shows it, or None."""
-    for line in (fs.read(ROOT + "/io.cost.qos") or "").splitlines():
+    for line in (fs.read(CGROUP_ROOT + "/io.cost.qos") or "").splitlines():
         if line.startswith(majmin + " "):
             return line.strip()
     return None
@@ -505,7 +505,7 @@ def stop_slice(run, systemctl, fs, wait=10.0, clock=time.monotonic, sleep=time.s
         return ("`systemctl stop %s` failed (rc=%s): %s; stop it by hand (systemctl stop %s)"
                 % (SLICE, rc, (err or "").strip()[:300], SLICE))
     deadline = clock() + wait
-    path = "%s/%s" % (ROOT, SLICE)
+    path = "%s/%s" % (CGROUP_ROOT, SLICE)
     while fs.exists(path):
         if clock() > deadline:
             return ("%s still exists %d s after `systemctl stop %s`; check `systemctl status %s` and stop what is "

@@ -203,7 +203,7 @@ class SystemdRunner(Runner):
     def run(self, argv, check=True):
         if argv[1:] == ["stop", sol.SLICE]:
             self.calls.append(list(argv))
-            path = self.lab.sim.path("%s/%s" % (sol.ROOT, sol.SLICE))
+            path = self.lab.sim.path("%s/%s" % (sol.CGROUP_ROOT, sol.SLICE))
             if self.stop_rc == 0 and os.path.isdir(path):
                 os.rmdir(path)
             return self.stop_rc, "", "Failed to stop: Access denied\n" if self.stop_rc else ""
@@ -239,7 +239,7 @@ def solving(lab, ratios=(11.0, 1.58, 1.47, 1.09, 1.79), then=None):
                           lambda model, qos: cal.pin(fs, record, model, qos))
 
         def measure(n, rate, settle=None, solo_p99=None):
-            lab.sim.mkdir("%s/%s" % (sol.ROOT, sol.SLICE))      # systemd made the slice
+            lab.sim.mkdir("%s/%s" % (sol.CGROUP_ROOT, sol.SLICE))      # systemd made the slice
             lab.events.append(("point", n, rate, settle) + iocost_lines(lab))
             if then is not None and n == 2:
                 then()
@@ -275,7 +275,7 @@ def test_the_phase_pins_the_measured_model_and_each_level_then_puts_everything_b
     assert points[4][5].endswith("min=40.00 max=40.00")
     assert points[5][5] == "259:0 enable=1 ctrl=user rpct=95.00 rlat=3100 wpct=0.00 wlat=3100 min=10.00 max=100.00"
     assert iocost_lines(lab) == (model_before, qos_before) and lab.state() == BEFORE
-    assert not os.path.exists(lab.sim.path("%s/%s" % (sol.ROOT, sol.SLICE)))
+    assert not os.path.exists(lab.sim.path("%s/%s" % (sol.CGROUP_ROOT, sol.SLICE)))
     assert ["/usr/sbin/systemctl", "stop", sol.SLICE] in runner.calls and lab.journals() == []
     assert result["solutions"]["isolation"]["vrate"] == 60.0 and result["solutions"]["bandwidth"]["vrate"] == 100.0
     phase = result["solution_phase"]
@@ -300,7 +300,7 @@ def test_a_failing_point_restores_model_qos_and_slice(lab):
         run(lab, solve=solving(lab, then=fail))
     assert "probe (systemd-run) failed; the disk was put back (" in e.value.msg
     assert iocost_lines(lab) == before and lab.state() == BEFORE and lab.journals() == []
-    assert not os.path.exists(lab.sim.path("%s/%s" % (sol.ROOT, sol.SLICE)))
+    assert not os.path.exists(lab.sim.path("%s/%s" % (sol.CGROUP_ROOT, sol.SLICE)))
 
 
 def test_sigterm_during_the_phase_restores_and_fails(lab):
@@ -343,7 +343,7 @@ def _kill_mid_phase(lab):
     cal.write_journal(lab.sim, lab.record, snap, lab.target(), sol.SLICE)
     cal.hold(lab.sim, lab.record, snap)
     cal.pin(lab.sim, lab.record, MODEL, sol.pinned_qos(60, 1250, 2100))
-    lab.sim.mkdir("%s/%s" % (sol.ROOT, sol.SLICE))
+    lab.sim.mkdir("%s/%s" % (sol.CGROUP_ROOT, sol.SLICE))
     lab.orphan_journal()
 
 

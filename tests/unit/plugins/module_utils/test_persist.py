@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_iocost_apply, _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import BlockDevice
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import CGROUP_ROOT, KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     BLK_QUEUE_RULES, BOOT_HELPERS, IOCOST_HELPER, IOCOST_RULES, LIBEXEC_DIR, NVME_ARBITRATION_RULES, OWNED,
     SYSCTL_CONF, SYSTEMD_DROPIN_NAME, BootHelper, PersistError, is_managed, owned_files, slug, stamped, udev_match,
@@ -114,3 +114,8 @@ def test_owned_files_lists_only_stamped_files_the_registry_declares(tmp_path):
         ("cgroup", "/etc/systemd/system/inference.slice"),
         ("iocost", IOCOST_HELPER.path),
     ]
+
+
+def test_the_standalone_boot_helper_writes_where_the_collection_reads():
+    # It cannot import _kernelfs at boot: its own copy of the cgroup mount is held to the one declaration.
+    assert _boot_iocost_apply.CGROUP_ROOT == CGROUP_ROOT
