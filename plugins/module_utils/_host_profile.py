@@ -33,7 +33,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
-    ModuleError, ReconcileError, Reconciler, RequestError, Setting,
+    ModuleError, ReconcileError, Reconciler, RequestError, Setting, strip_invalid,
 )
 
 # Kernel order across sections: iocost (model, QoS) first, because per-disk weights and the
@@ -77,11 +77,6 @@ def _messages(err):
     if isinstance(err, (DeviceError, KernelFileError, CommandError)):
         return [err.message]
     return [str(err)]
-
-
-def _strip(message):
-    prefix = "Invalid request (nothing was changed): "
-    return message[len(prefix):] if message.startswith(prefix) else message
 
 
 class Section:
@@ -163,10 +158,10 @@ def plan(params, fs, runner):
             if all(m.startswith(label + ": ") for m in e.errors):
                 errors.extend(e.errors)     # already named by section (argument spec)
             else:
-                errors.extend("%s: %s" % (label, _strip(m)) for m in _messages(e))
+                errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
             continue
         except (ModuleError, ReconcileError, DeviceError, KernelFileError, CommandError) as e:
-            errors.extend("%s: %s" % (label, _strip(m)) for m in _messages(e))
+            errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
             continue
         errors.extend("%s: %s" % (label, m) for m in part.errors)
         sections.append(Section(section, label, part))

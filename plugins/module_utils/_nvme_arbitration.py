@@ -39,7 +39,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._nvme import 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
     NVME_ARBITRATION_HELPER, NVME_ARBITRATION_RULES, ManagedFile, udev_value,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, ReconcileError, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, ReconcileError, RequestError, Setting
 
 # -- the feature -------------------------------------------------------------------------------
 AB_UNLIMITED = 7          # AB = 111b: no limit
@@ -370,10 +370,6 @@ def last_boot_apply(fs, ctrl):
 
 # == the request ================================================================================
 
-class RequestError(ModuleError):
-    """A refusal of the nvme_arbitration request (msg, every problem in errors, details)."""
-
-
 class Request:
     """One module call: inputs validated, controllers resolved and probed, settings built."""
 
@@ -390,13 +386,13 @@ class Request:
             problems.append("controllers is empty: name at least one NVMe controller")
         problems.extend(p for p in (check_selector(s) for s in selectors) if p)
         if problems:
-            raise RequestError("Invalid request (nothing was changed): " + "; ".join(problems), problems)
+            raise RequestError(problems)
         try:
             self.controllers = ControllerResolver(fs, feature="Arbitration").resolve_many(selectors)
         except ControllerError as e:
-            raise RequestError(e.message, [e.message], {"candidates": e.candidates})
+            raise RequestError([e.message], {"candidates": e.candidates})
         if self.cli.locate() is None:
-            raise RequestError("nvme-cli is not installed on the host (no nvme in PATH): install the nvme-cli package "
+            raise ModuleError("nvme-cli is not installed on the host (no nvme in PATH): install the nvme-cli package "
                                "(apt-get install nvme-cli); the module reads and sets the Arbitration feature with it")
         self.probes = dict((c.name, ControllerProbe(self.cli, fs, c)) for c in self.controllers)
 

@@ -70,7 +70,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import multipath_head
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import MODPROBE_CONF as CONF_PATH, ManagedFile, owner, stamped
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Part, ReconcileError, Setting, run_part
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Part, RequestError, Setting, run_part
 
 OWNER = owner("nvme_queues")
 PARAMETERS_DIR = nvme.DRIVER_PARAMETERS_DIR
@@ -88,15 +88,6 @@ INITRAMFS_PATHS = ("/boot/initrd.img-%s", "/boot/initramfs-%s.img")
 RESET_TIMEOUT = 60.0
 NO_INITRAMFS = {"path": None, "tool": None, "contains_nvme": False, "includes_options": None, "mtime": None}
 STALL = "on 6.1 and 6.12 that left I/O from some CPUs waiting for the 30-second timeout on every request"
-
-
-class RequestError(ReconcileError):
-    """An invalid request, refused before any write: the input's own problems and those only the
-    host shows (a conflicting modprobe.d file or kernel argument, an unsafe runtime reset) alike."""
-
-    def __init__(self, errors):
-        super(RequestError, self).__init__("Invalid request (nothing was changed): " + "; ".join(errors),
-                                           errors=errors)
 
 
 # -- small parsers -------------------------------------------------------------------------------

@@ -34,6 +34,15 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices impo
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 
 
+# What every refusal before the first write starts with (host_profile takes it off to name the section).
+INVALID_REQUEST = "Invalid request (nothing was changed): "
+
+
+def strip_invalid(message):
+    """A refusal's message without INVALID_REQUEST (for a report that says it once for many)."""
+    return message[len(INVALID_REQUEST):] if message.startswith(INVALID_REQUEST) else message
+
+
 class ModuleError(Exception):
     """Every refusal a module reports for its request: ``msg`` for the task, ``errors`` (each problem),
     ``details`` (extra result keys). The modules' own request errors derive from it, so that
@@ -51,8 +60,7 @@ class RequestError(ModuleError):
 
     def __init__(self, errors, details=None):
         errors = list(errors) if isinstance(errors, (list, tuple)) else [errors]
-        super(RequestError, self).__init__("Invalid request (nothing was changed): " + "; ".join(errors), errors,
-                                           details)
+        super(RequestError, self).__init__(INVALID_REQUEST + "; ".join(errors), errors, details)
 
 
 class ReconcileError(Exception):
@@ -256,8 +264,7 @@ class Reconciler:
                 continue
             problems.extend(s.validate(plan.current[s.key]))
         if problems:
-            raise ReconcileError("Invalid request (nothing was changed): " + "; ".join(problems),
-                                 errors=problems)
+            raise ReconcileError(INVALID_REQUEST + "; ".join(problems), errors=problems)
         plan.changes = [s for s in self._ordered(settings) if s.differs(plan.current[s.key])]
         return plan
 

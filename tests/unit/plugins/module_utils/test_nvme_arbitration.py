@@ -712,7 +712,7 @@ def test_controller_not_live(tmp_path):
 def test_nvme_cli_missing(tmp_path):
     lab = Lab(tmp_path)
     lab.nvme.installed = False
-    with pytest.raises(arb.RequestError) as e:
+    with pytest.raises(arb.ModuleError) as e:
         lab.run()
     assert "apt-get install nvme-cli" in e.value.msg and lab.nvme.calls == []
 

@@ -20,7 +20,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues as nq
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ReconcileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, ReconcileError
 from fakehost import FakeHost
 from simkernel import SimKernel
 from simnvme import RELEASE, MODDIR, INITRD, LAB_INITRAMFS, NVME_IN_INITRAMFS, Lab
@@ -157,7 +157,7 @@ def test_an_invalid_request_is_one_error_type_whoever_shows_it(tmp_path):
     with pytest.raises(nq.RequestError) as unsafe:
         lab.run(poll_queues=1, reset_controllers=True)
     for e in (bad_input.value, conflict.value, unsafe.value):
-        assert isinstance(e, ReconcileError) and len(e.errors) == 1
+        assert isinstance(e, ModuleError) and len(e.errors) == 1
         assert e.msg == "Invalid request (nothing was changed): " + e.errors[0]
     assert lab.sim.writes == [] and lab.etc_files() == []
 
@@ -408,14 +408,14 @@ def test_foreign_file_needs_adopt(lab):
 
 def test_conflicting_modprobe_file_and_cmdline_fail_before_any_write(lab):
     lab.h.write("/etc/modprobe.d/zz-nvme.conf", "options nvme poll_queues=2\n")
-    with pytest.raises(ReconcileError) as exc:
+    with pytest.raises(nq.RequestError) as exc:
         lab.run(poll_queues=1)
     assert "/etc/modprobe.d/zz-nvme.conf sets nvme poll_queues=2 as well" in exc.value.msg
     assert lab.conf() is None
     lab.h.remove("/etc/modprobe.d/zz-nvme.conf")
     lab.h.write("/lib/modprobe.d/nvme.conf", "options nvme io_queue_depth=512\n")  # not managed here: fine
     lab.h.write("/proc/cmdline", "root=/dev/vda rw nvme.poll_queues=0")
-    with pytest.raises(ReconcileError) as exc:
+    with pytest.raises(nq.RequestError) as exc:
         lab.run(poll_queues=1)
     assert "the kernel command line sets nvme.poll_queues=0" in exc.value.msg and lab.conf() is None
     lab.h.write("/proc/cmdline", "root=/dev/vda rw nvme.poll_queues=1")
@@ -434,7 +434,7 @@ def test_conflicting_modprobe_file_and_cmdline_fail_before_any_write(lab):
 def test_unsafe_runtime_path_is_refused_without_touching_anything(tmp_path, boot, params):
     lab = Lab(tmp_path, **boot)
     before = lab.conf()
-    with pytest.raises(ReconcileError) as exc:
+    with pytest.raises(nq.RequestError) as exc:
         lab.run(reset_controllers=True, **params)
     assert "reset_controllers=true refused, nothing written and no controller reset" in exc.value.msg
     assert "nothing was changed" in exc.value.msg
@@ -469,7 +469,7 @@ def test_safe_runtime_path_to_zero_on_the_lab_boot(tmp_path):
     assert result["queue_map_ok"] is True and lab.nvme.stalled == []
     assert result["controllers"]["nvme0"]["queues"]["default"] == 2
     assert result["controllers"]["nvme0"]["namespaces"]["nvme0n1"]["io_poll"] == 0
-    with pytest.raises(ReconcileError):
+    with pytest.raises(nq.RequestError):
         lab.run(poll_queues=1, reset_controllers=True)  # the map no longer proves a poll map exists
 
 
