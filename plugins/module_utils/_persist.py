@@ -227,6 +227,12 @@ IOCOST_HELPER = BootHelper("iocost-apply", _boot_iocost_apply, "iocost")
 NVME_ARBITRATION_HELPER = BootHelper("nvme-arbitration-apply", _boot_nvme_arbitration_apply, "nvme_arbitration")
 BOOT_HELPERS = (IOCOST_HELPER, NVME_ARBITRATION_HELPER)
 
+# The io_metrics role's exporter: its systemd units, launcher (both stamped) and the module_utils copied below
+# its library directory (roles/io_metrics/vars/main.yml says the same; a unit test holds them equal).
+METRICS_UNIT = "aiinfra-io-metrics"
+METRICS_LAUNCHER = LIBEXEC_DIR + "/io-metrics"
+METRICS_LIB_DIR = "/usr/local/lib/aiinfra-io_isolation/io_metrics"
+
 # (owner module, glob of the files it writes) - what purge walks. The systemd entries are the
 # cgroup module's drop-ins and the slices it creates (a slice file is only ours when stamped), and
 # cgroup_boost's runtime drop-ins and timers (systemd writes the timer's file; it is ours when its
@@ -240,6 +246,8 @@ OWNED = tuple((r.module, r.pattern()) for r in UDEV_RULES) + (
     ("cgroup", "%s/*.slice" % SYSTEMD_UNIT_DIR),
     ("cgroup_boost", "%s/*.d/%s" % (SYSTEMD_RUNTIME_DIR, BOOST_DROPIN_NAME)),
     ("cgroup_boost", "%s/%s*.timer" % (SYSTEMD_TRANSIENT_DIR, BOOST_UNIT_PREFIX)),
+    ("io_metrics", "%s/%s.*" % (SYSTEMD_UNIT_DIR, METRICS_UNIT)),
+    ("io_metrics", METRICS_LAUNCHER),
 ) + tuple((h.module, h.path) for h in BOOT_HELPERS)
 
 

@@ -24,6 +24,9 @@ removed by the code that manages it, in this order:
 6. NVMe controllers with our arbitration rule, and rules whose disk or controller is gone: the rule
    file itself (the controller keeps the live value until its next reset);
 7. the boot helpers once no rule runs them.
+8. the io_metrics exporter (its timer stopped and disabled, its units, launcher and library, and the
+   files it wrote: its textfile, the recorded verify result, the latency state), as the role's
+   ``io_metrics_state: absent`` does.
 
 Each concern is one engine run (all-or-nothing for that concern); a failure stops the purge and
 names the concern, and a re-run continues from what is left. At the end the registry is read again:
@@ -35,16 +38,17 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import shlex
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue, _boost, _cgroup_request, _iocost
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues, _sysctl
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics, _nvme_queues, _sysctl
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
-    BLK_QUEUE_RULES, BOOT_HELPERS, IOCOST_RULES, SYSCTL_CONF, SYSTEMD_DROPIN_NAME, SYSTEMD_UNIT_DIR, TMPFILES_CONF,
-    UDEV_RULES, ManagedFile, owned_files,
+    BLK_QUEUE_RULES, BOOT_HELPERS, IOCOST_RULES, METRICS_LIB_DIR, METRICS_UNIT, SYSCTL_CONF, SYSTEMD_DROPIN_NAME,
+    SYSTEMD_UNIT_DIR, TMPFILES_CONF, UDEV_RULES, ManagedFile, owned_files,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, Reconciler
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, Reconciler, Setting
 
 _DROPIN_RE = re.compile(r"^%s/([^/]+)\.d/%s$" % (re.escape(SYSTEMD_UNIT_DIR), re.escape(SYSTEMD_DROPIN_NAME)))
 _UNIT_RE = re.compile(r"^%s/([^/]+\.slice)$" % re.escape(SYSTEMD_UNIT_DIR))
@@ -111,6 +115,21 @@ class Purge:
                 self.diff[side]["%s: %s" % (concern, key)] = value
         return result
 
+    def metrics(self):
+        """The exporter's timer stopped and disabled first (no run writes its textfile again), then its files,
+        then systemd reloaded without its units."""
+        owned = owned_files(self.fs)
+        timer = "%s.timer" % METRICS_UNIT
+        if not self.check_mode:
+            # rc 1 when systemd never loaded the unit (files copied by hand, no daemon-reload): nothing runs it then
+            rc, _out, err = self.runner.run(["systemctl", "disable", "--now", timer], check=False)
+            if rc not in (0, 1):
+                raise ModuleError("systemctl disable --now %s failed (rc=%s): %s" % (timer, rc, err.strip()))
+        result = Reconciler(self.fs, check_mode=self.check_mode).run(metrics_settings(self.fs, owned), [])
+        if result.get("changed") and not self.check_mode:
+            self.runner.run(["systemctl", "daemon-reload"])
+        return result
+
     def run(self):
         owned = owned_files(self.fs)
         paths = set(p for _o, p in owned)
@@ -149,10 +168,80 @@ class Purge:
         if rest or helpers:
             self.step("files", lambda: Reconciler(self.fs, check_mode=self.check_mode).run(
                 [ManagedFile(p, None) for p in rest + helpers], []))
+        if any(o == "io_metrics" for o, _p in owned):
+            self.step("io_metrics", self.metrics)
         left = [] if self.check_mode else [p for _o, p in owned_files(self.fs)]
         return {"changed": any(r.get("changed") for r in self.steps.values()), "diff": self.diff,
                 "found": sorted(paths), "steps": self.steps, "left": left,
                 "reboot_required": self.reboot_required, "warnings": self.warnings}
+
+
+class GoneFile(ManagedFile):
+    """A file the collection wrote or copied without a stamp (the exporter's output, its copy of our code): removed
+    whatever it holds; the diff gives its size, not its text."""
+
+    def __init__(self, path):
+        super(GoneFile, self).__init__(path, None, adopt=True)
+
+    def report(self, value):
+        return None if value is None else "(%d bytes)" % len(value)
+
+
+class GoneDirectory(Setting):
+    """A directory that must not exist (emptied by the settings before it); put back empty on a restore."""
+
+    order = 1100
+
+    def __init__(self, path, depth):
+        super(GoneDirectory, self).__init__(path, False, order=self.order + 100 - min(depth, 99))
+        self.path = path
+
+    def read(self, fs):
+        return fs.isdir(self.path)
+
+    def write(self, fs, value, current):
+        if value:
+            fs.mkdir(self.path)
+        else:
+            fs.rmdir(self.path)
+
+
+def metrics_outputs(service_text):
+    """The files the installed exporter writes: its ExecStart's arguments, or the exporter's defaults where the
+    unit does not give one (the role's variables can move them)."""
+    args = {"--textfile-dir": _metrics.TEXTFILE_DIR, "--verify-file": _metrics.VERIFY_FILE,
+            "--latency-state": _metrics.LATENCY_STATE}
+    for line in (service_text or "").splitlines():
+        if line.startswith("ExecStart="):
+            words = shlex.split(line[len("ExecStart="):])
+            for flag, value in zip(words, words[1:]):
+                if flag in args:
+                    args[flag] = value
+    outputs = ["%s/%s" % (args["--textfile-dir"].rstrip("/"), _metrics.OUTPUT_NAME), args["--latency-state"]]
+    return outputs + ([args["--verify-file"]] if args["--verify-file"] else [])
+
+
+def metrics_settings(fs, owned):
+    """The io_metrics exporter's removal as engine settings: the stamped units and launcher, the files it wrote
+    and its library tree (files, then directories deepest first)."""
+    stamped = [p for o, p in owned if o == "io_metrics"]
+    service = fs.read("%s/%s.service" % (SYSTEMD_UNIT_DIR, METRICS_UNIT))
+    settings = [ManagedFile(p, None) for p in stamped]
+    # unstamped: the exporter's own output and state files, and the collection's code copied as it is
+    settings += [GoneFile(p) for p in metrics_outputs(service) if fs.exists(p)]
+    stack, dirs = [(METRICS_LIB_DIR, 0)], []
+    while stack:
+        path, depth = stack.pop()
+        if not fs.isdir(path):
+            continue
+        dirs.append(GoneDirectory(path, depth))
+        for entry in sorted(fs.listdir(path) or []):
+            child = "%s/%s" % (path, entry)
+            if fs.isdir(child) and not fs.islink(child):
+                stack.append((child, depth + 1))
+            else:
+                settings.append(GoneFile(child))
+    return settings + dirs
 
 
 def run(fs, runner, check_mode):

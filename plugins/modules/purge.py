@@ -16,13 +16,16 @@ description:
   - Finds what the collection manages on the host from its registry of owned paths - udev rules of
     M(aiinfra.io_isolation.iocost), M(aiinfra.io_isolation.blk_queue) and M(aiinfra.io_isolation.nvme_arbitration),
     the sysctl.d and tmpfiles.d files of M(aiinfra.io_isolation.sysctl), the modprobe.d file of
-    M(aiinfra.io_isolation.nvme_queues), the systemd drop-ins and slices of M(aiinfra.io_isolation.cgroup), and the boot
-    helpers - counting only files that carry the collection's managed stamp.
+    M(aiinfra.io_isolation.nvme_queues), the systemd drop-ins and slices of M(aiinfra.io_isolation.cgroup), the boot
+    helpers, and the units and launcher of the C(aiinfra.io_isolation.io_metrics) role's exporter -
+    counting only files that carry the collection's managed stamp.
   - Removes each concern with the module that manages it, in this order - the units' settings (cgroup V(absent), which
     also resets what systemd applied to the running cgroups), iocost on every disk the kernel holds a model for or
     that has a rule (V(absent) - the kernel's own model at once), block-queue rules, the sysctls and scheduler
     tunables in the owned files, the NVMe driver options, then the rules no module state covers (NVMe controllers,
-    devices no longer present) and the boot helpers.
+    devices no longer present), the boot helpers, and last the io_metrics exporter - its timer stopped and disabled, its
+    units, launcher and copy of the collection's code, and the files it wrote (its textfile, the latency state, the
+    recorded verify result, where its unit's arguments put them) - as the role's C(io_metrics_state=absent) does.
   - Block-queue values, sysctls, NVMe queue options and NVMe Arbitration keep their live values until the next boot
     (or controller reset); the steps' results report them.
   - Each concern is one all-or-nothing engine run. A failure stops the purge and names the concern; what earlier

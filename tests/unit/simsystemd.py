@@ -214,6 +214,12 @@ class SimSystemd(object):
             return self._set_property(rest)
         if verb == "stop":
             return self._stop(rest)
+        if verb == "disable":
+            # a unit file in /etc/systemd/system that is there (enabled or not): disabled, --now also stops it
+            units = [u for u in rest if not u.startswith("-")]
+            if any(not os.path.exists(self.host.path("/etc/systemd/system/%s" % u)) for u in units):
+                return 1, "", "Failed to disable unit: Unit file %s does not exist.\n" % units[0]
+            return 0, "", ""
         return 1, "", "Unknown command verb %s." % verb
 
     # -- transient units (systemd-run, timers) --------------------------------------------------

@@ -203,3 +203,14 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path):
         return proc.returncode, (proc.stdout + proc.stderr).strip()
     assert verify(tmp_path / "aiinfra-io-metrics.timer", tmp_path / "aiinfra-io-metrics.service") == (0, "")
     assert "Unknown key" in verify(bad)[1]
+
+
+def test_the_role_installs_where_purge_looks():
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _persist
+    role = yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml")))
+    assert role["__io_metrics_unit"] == _persist.METRICS_UNIT
+    assert role["__io_metrics_unit_dir"] == _persist.SYSTEMD_UNIT_DIR
+    assert role["__io_metrics_launcher"] == _persist.METRICS_LAUNCHER
+    assert role["__io_metrics_lib_dir"] == _persist.METRICS_LIB_DIR
+    assert role["__io_metrics_output"] == m.OUTPUT_NAME
+    assert role["__io_metrics_stamp"].startswith(_persist.STAMP)

@@ -9,8 +9,8 @@ from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
-    BLK_QUEUE_RULES, IOCOST_HELPER, IOCOST_RULES, NVME_ARBITRATION_HELPER, NVME_ARBITRATION_RULES, SYSCTL_CONF,
-    stamped,
+    BLK_QUEUE_RULES, IOCOST_HELPER, IOCOST_RULES, METRICS_LAUNCHER, METRICS_LIB_DIR, NVME_ARBITRATION_HELPER,
+    NVME_ARBITRATION_RULES, SYSCTL_CONF, stamped,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup, purge
 from fakehost import FakeHost
@@ -61,7 +61,7 @@ class Host(object):
 
     def files(self):
         out = {}
-        for top in ("/etc", "/usr/local"):
+        for top in ("/etc", "/usr/local", "/srv", "/var/lib"):
             for dirpath, _dirs, names in os.walk(self.host.path(top)):
                 for name in names:
                     path = os.path.join(dirpath, name)
@@ -102,3 +102,57 @@ def test_a_failing_concern_stops_the_purge_naming_it(tmp_path, monkeypatch, run_
     assert result["failed"] and "purge stopped at cgroup inference.slice" in result["msg"]
     assert "Traceback" not in result["msg"] and result["concern"] == "cgroup inference.slice"
     assert host.files() == before, "the failed concern was restored and nothing after it ran"
+
+
+# What the io_metrics role leaves on a host (roles/io_metrics), its outputs moved by the role's variables.
+METRICS_STAMP = "# Managed by Ansible (aiinfra.io_isolation): aiinfra.io_isolation.io_metrics. Local edits will be overwritten.\n"
+METRICS_SERVICE = (METRICS_STAMP + "[Service]\nType=oneshot\nExecStart=/usr/bin/python3 -I %s --textfile-dir /srv/prom "
+                   "--slice inference.slice --verify-file '' --timeout 20 --latency-seconds 5 --latency-state "
+                   "/var/lib/aiinfra-io_isolation/latency-state.json\n" % METRICS_LAUNCHER)
+
+
+def test_purge_removes_the_metrics_exporter_and_what_it_wrote(tmp_path, monkeypatch, run_module):
+    host = Host(tmp_path, monkeypatch, run_module)
+    h = host.host
+    h.write("/etc/systemd/system/aiinfra-io-metrics.service", METRICS_SERVICE)
+    h.write("/etc/systemd/system/aiinfra-io-metrics.timer", METRICS_STAMP + "[Timer]\nOnUnitActiveSec=30s\n")
+    h.write(METRICS_LAUNCHER, METRICS_STAMP + "import sys\n")
+    code = METRICS_LIB_DIR + "/ansible_collections/aiinfra/io_isolation/plugins/module_utils"
+    h.write(code + "/_metrics.py", "# the collection's code, copied as it is\n")
+    h.write(code + "/__pycache__/_metrics.cpython-311.pyc", "x")
+    h.write("/srv/prom/aiinfra_io_isolation.prom", "aiinfra_io_isolation_exporter_errors 0\n")
+    h.write("/srv/prom/node.prom", "someone_elses 1\n")
+    h.write("/var/lib/aiinfra-io_isolation/latency-state.json", "{}\n")
+    # the default verify file is not the exporter's here (--verify-file ''): it stays
+    h.write("/var/lib/aiinfra-io_isolation/verify-result.json", "{}\n")
+    before = host.files()
+
+    check = run_module(purge.main, _ansible_check_mode=True)
+    assert not check.get("failed"), check
+    assert check["changed"] and set(check["steps"]) == {"io_metrics"} and host.files() == before
+    assert check["found"] == ["/etc/systemd/system/aiinfra-io-metrics.service",
+                              "/etc/systemd/system/aiinfra-io-metrics.timer", METRICS_LAUNCHER]
+    assert check["diff"]["before"]["io_metrics: %s/_metrics.py" % code] == "(41 bytes)"
+    assert host.systemd.mutating_calls == []
+
+    result = run_module(purge.main)
+    assert not result.get("failed"), result
+    assert result["left"] == []
+    left = host.files()
+    assert sorted(p for p in left if "metrics" in p or "prom" in p) == ["/srv/prom/node.prom"]
+    assert os.path.exists(h.path("/var/lib/aiinfra-io_isolation/verify-result.json"))
+    assert not os.path.exists(h.path(METRICS_LIB_DIR)) and os.path.isdir(h.path("/srv/prom"))
+    # the timer stopped and disabled before its files went, systemd reloaded after
+    calls = [c[1:] for c in host.systemd.mutating_calls]
+    assert calls == [["disable", "--now", "aiinfra-io-metrics.timer"], ["daemon-reload"]]
+
+    again = run_module(purge.main)
+    assert not again.get("failed") and again["changed"] is False and again["steps"] == {}
+
+
+def test_metrics_outputs_default_where_the_unit_gives_none():
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics, _purge
+    assert _purge.metrics_outputs(None) == [_metrics.TEXTFILE_DIR + "/" + _metrics.OUTPUT_NAME, _metrics.LATENCY_STATE,
+                                            _metrics.VERIFY_FILE]
+    assert _purge.metrics_outputs(METRICS_SERVICE) == ["/srv/prom/aiinfra_io_isolation.prom",
+                                                       "/var/lib/aiinfra-io_isolation/latency-state.json"]
