@@ -22,46 +22,35 @@ __metaclass__ = type
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_request
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _sysctl
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import CONCERNS, Host
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import CgroupNameError, resolve
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
     ModuleError, ReconcileError, Reconciler, RequestError, Setting, strip_invalid,
 )
 
-# Kernel order across sections: iocost (model, QoS) first, because per-disk weights and the
-# block-queue defaults depend on it (enabling iocost switches wbt off on 6.1/6.12); the cgroups
-# last. Within a section its own order holds: each section's orders are shifted into a band.
-SECTIONS = ("iocost", "blk_queue", "sysctl", "nvme_queues", "cgroups")
+# Sections run in the registry's order (_concerns.CONCERNS: the kernel's order across concerns); within a
+# section its own order holds: each section's orders are shifted into a band.
 BAND = 1000000
 
-
-# The argument spec of the module each section stands for (one place: the module's own).
-SPECS = {"iocost": _iocost.MODULE_SPEC, "blk_queue": _blk_queue.MODULE_SPEC, "sysctl": _sysctl.MODULE_SPEC,
-         "nvme_queues": _nvme_queues.MODULE_SPEC, "cgroups": _cgroup_request.MODULE_SPEC}
-
-# The module's own options: one per section (checked against that module's spec when it runs), the
-# cgroups as a list, and the groups whose pressure the health gate reads.
-MODULE_SPEC = {"argument_spec": {
-    "iocost": {"type": "dict"},
-    "blk_queue": {"type": "dict"},
-    "sysctl": {"type": "dict"},
-    "nvme_queues": {"type": "dict"},
-    "cgroups": {"type": "list", "elements": "dict", "default": []},
-    "pressure": {"type": "list", "elements": "str", "default": []},
-}}
+# The module's own options: one per concern of the registry (checked against that module's spec when it runs;
+# a list where the concern takes many requests), and the groups whose pressure the health gate reads.
+def module_spec(concerns):
+    return {"argument_spec": dict(
+        [(c.name, {"type": "list", "elements": "dict", "default": []} if c.many else {"type": "dict"}) for c in concerns]
+        + [("pressure", {"type": "list", "elements": "str", "default": []})])}
 
 
-def _validated(section, label, params):
+MODULE_SPEC = module_spec(CONCERNS)
+
+
+def _validated(concern, label, params):
     """A section's parameters checked and defaulted by its module's own argument spec."""
-    spec = SPECS[section]
+    spec = concern.spec
     validator = ArgumentSpecValidator(spec["argument_spec"], mutually_exclusive=spec.get("mutually_exclusive"),
                                       required_one_of=spec.get("required_one_of"))
     result = validator.validate(params)
@@ -80,8 +69,9 @@ def _messages(err):
 
 
 class Section:
-    def __init__(self, name, label, part):
-        self.name = name
+    def __init__(self, concern, label, part):
+        self.concern = concern
+        self.name = concern.name
         self.label = label
         self.part = part
         self.keys = {}     # the engine key this call gave a setting -> the key the section's own report uses
@@ -126,34 +116,26 @@ class Labeled(Setting):
 def plan(params, fs, runner):
     """Every section as an engine part, in kernel order; RequestError listing every refusal, by section."""
     requests = []
-    for section in SECTIONS[:-1]:
-        if params.get(section) is not None:
-            requests.append((section, section, params[section]))
-    names = {}
-    for entry in params.get("cgroups") or []:
-        entry = dict(entry)
-        label = entry.pop("label", None) or entry.get("name") or "cgroup"
-        requests.append(("cgroups", label, entry))
-        if entry.get("name") in names:
-            raise RequestError("cgroups: %r is listed twice (as %s and %s); give each group once"
-                               % (entry["name"], names[entry["name"]], label))
-        names[entry.get("name")] = label
-    sections, errors, planned_qos = [], [], {}
-    resolver = DeviceResolver(fs)   # one sysfs walk for every section
-    for section, label, raw in requests:
+    for concern in CONCERNS:
+        if not concern.many:
+            if params.get(concern.name) is not None:
+                requests.append((concern, concern.name, params[concern.name]))
+            continue
+        names = {}
+        for entry in params.get(concern.name) or []:
+            entry = dict(entry)
+            label = entry.pop("label", None) or entry.get("name") or concern.name
+            requests.append((concern, label, entry))
+            if entry.get("name") in names:
+                raise RequestError("%s: %r is listed twice (as %s and %s); give each once"
+                                   % (concern.name, entry["name"], names[entry["name"]], label))
+            names[entry.get("name")] = label
+    sections, errors = [], []
+    host = Host(fs, runner)
+    for concern, label, raw in requests:
         try:
-            section_params = _validated(section, label, raw)
-            if section == "iocost":
-                part = _iocost.part(section_params, fs, resolver, check_conflicts=False)
-                planned_qos = _planned_qos(part)
-            elif section == "blk_queue":
-                part = _blk_queue.part(section_params, fs, resolver, check_conflicts=False)
-            elif section == "sysctl":
-                part = _sysctl.part(section_params, fs)
-            elif section == "nvme_queues":
-                part = _nvme_queues.part(section_params, fs, runner)
-            else:
-                part = _cgroup_request.part(section_params, fs, runner, planned_qos=planned_qos)
+            part = concern.plan(_validated(concern, label, raw), host)
+            host.provided.update(getattr(part, "provides", None) or {})
         except RequestError as e:
             if all(m.startswith(label + ": ") for m in e.errors):
                 errors.extend(e.errors)     # already named by section (argument spec)
@@ -164,10 +146,10 @@ def plan(params, fs, runner):
             errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
             continue
         errors.extend("%s: %s" % (label, m) for m in part.errors)
-        sections.append(Section(section, label, part))
+        sections.append(Section(concern, label, part))
     if errors:
         raise RequestError(errors)
-    found, warnings = conflicts(fs, resolver, sections, planned_qos)
+    found, warnings = conflicts(fs, host.resolver, sections, host.provided.get("planned_qos") or {})
     if found:
         raise RequestError(["iocost conflict: %s" % m for m in found])
     return sections, ["iocost conflict: %s" % m for m in warnings]
@@ -195,15 +177,6 @@ def conflicts(fs, resolver, sections, planned_qos):
     return _iocost.conflicts(_iocost.plan_disks(fs, records, enabled, queues=queues, groups=groups))
 
 
-def _planned_qos(part):
-    """{MAJ:MIN: qos line} the iocost part will hold after the run (its io.cost.qos settings)."""
-    out = {}
-    for s in part.settings:
-        if getattr(s, "codec", None) is codecs.IO_COST_QOS and s.device and s.desired is not None:
-            out[s.device] = s.desired
-    return out
-
-
 def run(params, fs, runner, check_mode):
     """The module call: plan every section, one engine run, each section reported as its module would."""
     sections, conflict_warnings = plan(params, fs, runner)
@@ -214,14 +187,15 @@ def run(params, fs, runner, check_mode):
             section.keys[labeled.key] = s.key
             settings.append(labeled)
     result = Reconciler(fs, check_mode=check_mode).run(settings)
-    out = {"changed": result["changed"], "diff": result["diff"], "sections": {}, "cgroups": {},
+    out = {"changed": result["changed"], "diff": result["diff"], "sections": {},
            "reboot_required": False, "warnings": list(conflict_warnings)}
+    out.update((c.name, {}) for c in CONCERNS if c.many)
     for section in sections:
         own = _share(result, section.keys)
         report = section.part.report(own, check_mode)
         out["warnings"].extend("%s: %s" % (section.label, w) for w in report.pop("warnings", []))
-        if section.name == "cgroups":
-            out["cgroups"][report["name"]] = report
+        if section.concern.many:
+            out[section.name][report["name"]] = report
         else:
             out["sections"][section.name] = report
         out["reboot_required"] = out["reboot_required"] or bool(report.get("reboot_required"))

@@ -382,13 +382,15 @@ def entries(params):
     return out
 
 
+def planned_qos(settings_):
+    """{MAJ:MIN: io.cost.qos line} for each disk whose io.cost.qos these settings write."""
+    return dict((s.device, s.desired) for s in settings_
+                if getattr(s, "codec", None) is codecs.IO_COST_QOS and s.device and s.desired is not None)
+
+
 def enabled_after(settings_):
     """{MAJ:MIN: True/False} for each disk whose io.cost.qos these settings write: enable=1 after the call."""
-    out = {}
-    for s in settings_:
-        if getattr(s, "codec", None) is codecs.IO_COST_QOS and s.device and s.desired is not None:
-            out[s.device] = str(s.desired.get("enable")) == "1"
-    return out
+    return dict((m, str(line.get("enable")) == "1") for m, line in planned_qos(settings_).items())
 
 
 def part(params, fs, resolver=None, check_conflicts=True):
@@ -437,7 +439,10 @@ def part(params, fs, resolver=None, check_conflicts=True):
             out["persisted_to"] = [path for disk in disks for path in disk["persisted_to"]]
         return out
 
-    return Part(all_settings, errors, report)
+    out = Part(all_settings, errors, report)
+    # what a host_profile call's cgroups check their weights against (the QoS in force after this run)
+    out.provides = {"planned_qos": planned_qos(all_settings)}
+    return out
 
 
 def run(params, fs, check_mode):
