@@ -17,7 +17,7 @@ import re
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroup_knobs import find, fresh_value
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import CGROUP_FILES
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import CGROUP_ROOT, KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import CodecSetting, Directory, Setting
 
 UNIT_SUFFIXES = (".slice", ".service", ".scope")
 # systemd unit names: ASCII letters, digits, ":-_.\" and "@" for instances; at most 255 chars.
@@ -123,26 +123,13 @@ def child_groups(fs, directory):
     return sorted(e for e in fs.listdir(directory) if fs.isdir(directory + "/" + e))
 
 
-class GroupDir(Setting):
+class GroupDir(Directory):
     """A cgroup directory: created (mkdir) or removed (rmdir, only when it has no members)."""
 
     order = 1
 
     def __init__(self, path, present=True, order=None):
-        super(GroupDir, self).__init__("cgroup %s" % path, present, order)
-        self.path = path
-
-    def read(self, fs):
-        return fs.isdir(self.path)
-
-    def write(self, fs, value, current):
-        if value:
-            fs.mkdir(self.path)
-        else:
-            fs.rmdir(self.path)
-
-    def restore(self, fs, previous):
-        self.write(fs, previous, None)
+        super(GroupDir, self).__init__("cgroup %s" % path, path, present, order)
 
 
 class SubtreeControl(Setting):

@@ -48,7 +48,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist impo
     BLK_QUEUE_RULES, BOOT_HELPERS, IOCOST_RULES, METRICS_LIB_DIR, METRICS_UNIT, SYSCTL_CONF, SYSTEMD_DROPIN_NAME,
     SYSTEMD_UNIT_DIR, TMPFILES_CONF, UDEV_RULES, ManagedFile, owned_files,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, Reconciler, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Directory, ModuleError, Reconciler
 
 _DROPIN_RE = re.compile(r"^%s/([^/]+)\.d/%s$" % (re.escape(SYSTEMD_UNIT_DIR), re.escape(SYSTEMD_DROPIN_NAME)))
 _UNIT_RE = re.compile(r"^%s/([^/]+\.slice)$" % re.escape(SYSTEMD_UNIT_DIR))
@@ -187,23 +187,9 @@ class GoneFile(ManagedFile):
         return None if value is None else "(%d bytes)" % len(value)
 
 
-class GoneDirectory(Setting):
-    """A directory that must not exist (emptied by the settings before it); put back empty on a restore."""
-
-    order = 1100
-
-    def __init__(self, path, depth):
-        super(GoneDirectory, self).__init__(path, False, order=self.order + 100 - min(depth, 99))
-        self.path = path
-
-    def read(self, fs):
-        return fs.isdir(self.path)
-
-    def write(self, fs, value, current):
-        if value:
-            fs.mkdir(self.path)
-        else:
-            fs.rmdir(self.path)
+def gone_directory(path, depth):
+    """A directory that must not exist, emptied by the settings before it (deeper ones first)."""
+    return Directory(path, path, False, order=1200 - min(depth, 99))
 
 
 def metrics_outputs(service_text):
@@ -234,7 +220,7 @@ def metrics_settings(fs, owned):
         path, depth = stack.pop()
         if not fs.isdir(path):
             continue
-        dirs.append(GoneDirectory(path, depth))
+        dirs.append(gone_directory(path, depth))
         for entry in sorted(fs.listdir(path) or []):
             child = "%s/%s" % (path, entry)
             if fs.isdir(child) and not fs.islink(child):

@@ -130,6 +130,23 @@ class Setting:
         return value
 
 
+class Directory(Setting):
+    """A directory that exists (mkdir) or not (rmdir: the kernel or the file system refuses one with entries)."""
+
+    def __init__(self, key, path, present=True, order=None):
+        super(Directory, self).__init__(key, present, order)
+        self.path = path
+
+    def read(self, fs):
+        return fs.isdir(self.path)
+
+    def write(self, fs, value, current):
+        if value:
+            fs.mkdir(self.path)
+        else:
+            fs.rmdir(self.path)
+
+
 class KernelFileSetting(Setting):
     """A setting held in one kernel pseudo-file, read and written through codec functions.
 
