@@ -336,6 +336,26 @@ def _short(value, limit=120):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def verify_drift(baseline, inference=None, training=None):
+    """verify.yml's judgement: what a check-mode run of the roles would change, keyed as drift_summary takes it.
+
+    ``baseline``: io_baseline_results (one result per section); ``inference``, ``training``: the tenant roles'
+    results (their ``slice``, and the inference role's workload ``groups``). Returns ``{"drift": {name: result},
+    "boost": the training slice's boost window or None}``: only results that would change; the training slice
+    left out while it is in an open boost window that is its only difference (the host's timer ends it)."""
+    inference, training = inference or {}, training or {}
+    results = dict(baseline or {})
+    results["inference slice"] = inference.get("slice") or {}
+    results["training slice"] = training.get("slice") or {}
+    for group, result in (inference.get("groups") or {}).items():
+        results["inference group " + group] = result
+    drift = dict((k, v) for k, v in results.items() if isinstance(v, dict) and v.get("changed"))
+    boost = (training.get("slice") or {}).get("boost")
+    if isinstance(boost, dict) and boost.get("active") and boost.get("only_difference"):
+        drift.pop("training slice", None)
+    return {"drift": drift, "boost": boost if isinstance(boost, dict) else None}
+
+
 def drift_summary(results):
     """One line per setting a check-mode run would change: ``{name: registered result}`` -> lines.
 
@@ -390,4 +410,4 @@ class FilterModule(object):
         return {"select_disks": select_disks, "iocost_plan": iocost_plan, "io_max_caps": io_max_caps,
                 "ram_share": ram_share, "per_disk": per_disk, "disk_entries": disk_entries,
                 "group_entries": group_entries, "qos_source_text": qos_source_text,
-                "drift_summary": drift_summary}
+                "drift_summary": drift_summary, "verify_drift": verify_drift}

@@ -217,7 +217,8 @@ def test_per_disk_and_entries_use_stable_selectors():
         f.disk_entries([{"identity": {"name": "loop0", "stable_selector": None,
                                       "stable_id_note": "loop devices are numbered at attach time"}}], {})
     assert set(f.FilterModule().filters()) == {"select_disks", "iocost_plan", "io_max_caps", "ram_share", "per_disk",
-                                               "disk_entries", "group_entries", "drift_summary", "qos_source_text"}
+                                               "disk_entries", "group_entries", "drift_summary", "qos_source_text",
+                                               "verify_drift"}
 
 
 def test_drift_summary_lines():
@@ -259,3 +260,22 @@ def test_drift_summary_names_what_is_wrong_with_a_boost_window():
     assert f.drift_summary({"t": gone})[0].endswith("still lifted (aiinfra-io-isolation-boost-training.timer: not loaded)")
     open_window = dict(cgroup, boost=dict(window, expired=False, active=True, only_difference=False))
     assert f.drift_summary({"t": open_window})[0] == "t: in a boost window until 2026-12-04T02:10:01Z, and drifted besides it:"
+
+
+def test_verify_drift_keeps_what_would_change_and_forgives_an_open_boost_window_alone():
+    changed, same = {"changed": True, "diff": {"before": {"a": 1}, "after": {"a": 2}}}, {"changed": False}
+    got = f.verify_drift({"iocost": changed, "sysctl": same}, {"slice": same, "groups": {"llm": changed, "emb": same}},
+                         {"slice": changed})
+    assert got == {"drift": {"iocost": changed, "inference group llm": changed, "training slice": changed},
+                   "boost": None}
+    # a host with neither tenant role, or results without a slice
+    assert f.verify_drift({"sysctl": same}) == {"drift": {}, "boost": None}
+    assert f.verify_drift({}, {}, {"slice": None}) == {"drift": {}, "boost": None}
+    # the training slice in an open window that is its only difference: no drift, and the window is reported
+    window = {"active": True, "only_difference": True, "window_end": "2026-12-06T14:00:00Z"}
+    got = f.verify_drift({}, None, {"slice": dict(changed, boost=window)})
+    assert got == {"drift": {}, "boost": window}
+    # a window past its end, or one beside other drift, stays drift
+    for boost in (dict(window, active=False), dict(window, only_difference=False)):
+        got = f.verify_drift({}, None, {"slice": dict(changed, boost=boost)})
+        assert list(got["drift"]) == ["training slice"] and got["boost"] == boost
