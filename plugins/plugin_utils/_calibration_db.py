@@ -705,7 +705,9 @@ HWDB_HEADER = """\
 #   block::name:<ID_MODEL_FROM_DATABASE, else ID_MODEL>:fwrev:<ID_REVISION>:
 # (udevadm info --query=property /dev/<disk> shows them) and runs "iocost apply <disk>", which
 # writes the solution named by TargetSolution= in /etc/udev/iocost.conf (default naive) when it is
-# listed, else the first one listed, to /sys/fs/cgroup/io.cost.model and io.cost.qos.
+# listed, else the first one listed, to /sys/fs/cgroup/io.cost.model and io.cost.qos. Each record lists
+# the entry's own QoS first (its name below), then the QoS solutions the calibration measured
+# (isolation, latency, bandwidth: TargetSolution=isolation takes the roles' default).
 # Install as /etc/udev/hwdb.d/<name>.hwdb, then: systemd-hwdb update --strict;
 # udevadm trigger --action=change --settle /dev/<disk>; check: /usr/lib/udev/iocost query /dev/<disk>
 #
@@ -716,6 +718,16 @@ HWDB_HEADER = """\
 #
 # Entries (model | firmware | capacity | measured):
 """
+
+
+# The measured solutions a hwdb record lists after the entry's own QoS: the one the roles default to first.
+HWDB_SOLUTION_ORDER = ("isolation", "latency", "bandwidth")
+
+
+def hwdb_solutions(entry):
+    """The names of the solutions an entry measured, in HWDB_SOLUTION_ORDER (others after, sorted)."""
+    found = entry.get("solutions") or {}
+    return sorted(found, key=lambda n: (HWDB_SOLUTION_ORDER.index(n) if n in HWDB_SOLUTION_ORDER else len(HWDB_SOLUTION_ORDER), n))
 
 
 def hwdb_fragment(entries, solution="naive", skip_unexportable=False):
@@ -741,6 +753,9 @@ def hwdb_fragment(entries, solution="naive", skip_unexportable=False):
     for index, entry in enumerate(entries):
         where = "entry %d (%s)" % (index + 1, entry.get("model") if isinstance(entry, dict) else entry)
         check_entry(entry, where)
+        if solution_key(solution) in [solution_key(n) for n in hwdb_solutions(entry)]:
+            raise CalibrationError("%s has a measured %r solution of its own: export the entry's QoS under another "
+                                   "name (solution, default naive)" % (where, solution))
         if not entry["qos"]:
             refuse("%s firmware %s, %d bytes has no QoS (calibrated with measure_qos=false); systemd's iocost "
                    "helper applies a solution only with both IOCOST_MODEL_ and IOCOST_QOS_ properties: calibrate it "
@@ -774,18 +789,21 @@ def hwdb_fragment(entries, solution="naive", skip_unexportable=False):
             entry["model"], entry["firmware"], entry["capacity_bytes"], human_bytes(entry["capacity_bytes"]),
             entry.get("date") or "date unknown", entry.get("repeats") or "?",
             "" if entry.get("repeats") == 1 else "s", entry.get("host") or "host unknown", source))
-        model = entry["iocost_model"]
-        qos = entry["qos"]
+        model = " ".join("%s=%d" % (k, entry["iocost_model"][k]) for k in COEFS)
+        # the entry's own QoS under `solution`, then each solution the calibration measured under its own name
+        measured = entry.get("solutions") or {}
+        solutions = [(solution, entry["qos"])] + [(name, measured[name]["qos"]) for name in hwdb_solutions(entry)]
         record = [
             "# %s, firmware %s, calibrated on %s (%s); source %s" % (
                 entry["model"], entry["firmware"], human_bytes(entry["capacity_bytes"]),
                 entry["capacity_bytes"], source),
             match,
-            " IOCOST_SOLUTIONS=%s" % solution,
-            " IOCOST_MODEL_%s=%s" % (key, " ".join("%s=%d" % (k, model[k]) for k in COEFS)),
-            " IOCOST_QOS_%s=%s" % (key, " ".join(
-                "%s=%s" % (k, ("%d" % qos[k]) if k in QOS_INT_KEYS else _number(qos[k])) for k in QOS_KEYS)),
+            " IOCOST_SOLUTIONS=%s" % " ".join(name for name, _qos in solutions),
         ]
+        for name, qos in solutions:
+            record += [" IOCOST_MODEL_%s=%s" % (solution_key(name), model),
+                       " IOCOST_QOS_%s=%s" % (solution_key(name), " ".join(
+                           "%s=%s" % (k, ("%d" % qos[k]) if k in QOS_INT_KEYS else _number(qos[k])) for k in QOS_KEYS))]
         records.append("\n".join(record))
     if skipped:
         lines.append("#\n# NOT EXPORTED:")

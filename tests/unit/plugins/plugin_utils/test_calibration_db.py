@@ -449,6 +449,28 @@ def test_solution_names_are_mangled_as_systemd_does(solution, key):
     assert " IOCOST_MODEL_%s=rbps=3000000000 " % key in text and " IOCOST_QOS_%s=rpct=99 " % key in text
 
 
+def test_hwdb_lists_the_measured_solutions_after_the_entrys_own_qos():
+    figures = {"vrate": 40, "probe_p99_ratio": 1.16, "antagonist_share": 0.08}
+    # as the solution phase writes them: latency targets kept from the model's QoS where the percentile is 0
+    solutions = {"bandwidth": dict(figures, qos={"rpct": 0, "rlat": 56250, "wpct": 0, "wlat": 47000, "min": 100,
+                                                 "max": 100}),
+                 "isolation": dict(figures, qos={"rpct": 0, "rlat": 56250, "wpct": 0, "wlat": 47000, "min": 40, "max": 40}),
+                 "latency": dict(figures, qos={"rpct": 95, "rlat": 1650, "wpct": 0, "wlat": 47000, "min": 10,
+                                               "max": 100})}
+    text = db.hwdb_fragment([dict(KNOWN, solutions=solutions)])
+    record = text.split("block:*:", 1)[1]
+    # systemd's helper takes TargetSolution= when listed, else the first: the entry's own QoS stays the default
+    assert " IOCOST_SOLUTIONS=naive isolation latency bandwidth\n" in record
+    assert " IOCOST_QOS_ISOLATION=rpct=0 rlat=56250 wpct=0 wlat=47000 min=40 max=40\n" in record
+    assert " IOCOST_QOS_LATENCY=rpct=95 rlat=1650 wpct=0 wlat=47000 min=10 max=100\n" in record
+    assert " IOCOST_QOS_BANDWIDTH=rpct=0 rlat=56250 wpct=0 wlat=47000 min=100 max=100\n" in record
+    # every solution has the measured model; the entry without solutions exports as before
+    assert record.count(" IOCOST_MODEL_") == 4 and record.count("rbps=3000000000 ") == 4
+    assert db.hwdb_fragment([KNOWN]) == KNOWN_TEXT
+    with pytest.raises(db.CalibrationError, match="has a measured 'isolation' solution of its own"):
+        db.hwdb_fragment([dict(KNOWN, solutions=solutions)], solution="isolation")
+
+
 @pytest.mark.parametrize("solution", ["", "two words", "a/b", None, "naïve"])
 def test_bad_solution_names_are_refused(solution):
     with pytest.raises(db.CalibrationError, match="solution name"):
