@@ -231,28 +231,34 @@ LIMIT_FILES = ("io.latency",)
 
 
 def io_limits(fs, majmins, root=CGROUP_ROOT):
-    """{MAJ:MIN: {"io.latency": [groups]}}: the cgroups that hold an io.latency target on each disk now (the
-    whole tree is read)."""
+    """{MAJ:MIN: {"io.latency": [groups]}}: the cgroups that hold an io.latency target on each disk now.
+
+    Only the children of groups that enable io for them have io files, so only those are read; a kernel
+    without io.latency (Debian's) has it in none of them, which the first such child shows."""
     out = dict((m, dict((name, []) for name in LIMIT_FILES)) for m in majmins)
     if not out:
         return out
-    stack = [root]
+    stack, probed = [root], False
     while stack:
         directory = stack.pop()
-        for entry in sorted(fs.listdir(directory) or [], reverse=True):
-            path = directory + "/" + entry
-            if fs.isdir(path):
-                stack.append(path)
-        if directory == root:
+        if "io" not in (fs.read(directory + "/cgroup.subtree_control") or "").split():
             continue
-        for name, codec, limited in (("io.latency", codecs.IO_LATENCY, _io_latency_set),):
-            try:
-                parsed = codec.parse(fs.read(directory + "/" + name) or "")
-            except (codecs.CodecError, KernelFileError):
-                continue
-            for majmin, line in parsed.items():
-                if majmin in out and limited(line):
-                    out[majmin][name].append(directory)
+        children = [directory + "/" + e for e in sorted(fs.listdir(directory) or [], reverse=True)
+                    if fs.isdir(directory + "/" + e)]
+        if children and not probed:
+            probed = True
+            if not fs.exists(children[0] + "/io.latency"):
+                return out
+        for child in children:
+            stack.append(child)
+            for name, codec, limited in (("io.latency", codecs.IO_LATENCY, _io_latency_set),):
+                try:
+                    parsed = codec.parse(fs.read(child + "/" + name) or "")
+                except (codecs.CodecError, KernelFileError):
+                    continue
+                for majmin, line in parsed.items():
+                    if majmin in out and limited(line):
+                        out[majmin][name].append(child)
     return out
 
 

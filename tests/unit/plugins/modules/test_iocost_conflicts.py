@@ -222,3 +222,34 @@ def test_each_rule_once(plan, refused, warned):
     assert all(names[n].action == _iocost.REFUSE for n in refused)
     assert all(names[n].action == _iocost.WARN for n in warned)
     assert all(m.startswith("sda (8:0, wwn-0x5000): ") for m in errors + warnings)
+
+
+def test_io_limits_reads_only_where_io_latency_can_be(tmp_path):
+    """Only children of groups that enable io have io files; a kernel without io.latency stops at the first."""
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+
+    class Counting(KernelFS):
+        reads = []
+
+        def read(self, path, default=None):
+            self.reads.append(path)
+            return super(Counting, self).read(path, default)
+
+    for latency in (True, False):
+        h = FakeHost(tmp_path / str(latency), kernel=RELEASES["6.1"])
+        h.add_cgroup_root(subtree="io memory pids", io_latency=latency)
+        for name in ("a.slice", "b.slice", "system.slice/x.service", "system.slice/y.service"):
+            h.add_cgroup(name)
+        if latency:
+            h.add_cgroup("b.slice", {"io.latency": "259:0 target=2000"})
+        fs = Counting(h.root)
+        Counting.reads = []
+        got = _iocost.io_limits(fs, ["259:0"])
+        latency_reads = [p for p in Counting.reads if p.endswith("/io.latency")]
+        if latency:
+            assert got == {"259:0": {"io.latency": ["/sys/fs/cgroup/b.slice"]}}
+            # system.slice does not enable io for its services: theirs are not read
+            assert sorted(latency_reads) == ["/sys/fs/cgroup/%s/io.latency" % g for g in ("a.slice", "b.slice",
+                                                                                         "system.slice")]
+        else:
+            assert got == {"259:0": {"io.latency": []}} and latency_reads == []
