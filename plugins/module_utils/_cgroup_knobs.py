@@ -11,7 +11,7 @@ One :class:`Knob` per option of the cgroup module says everything the managers n
 module key and its argument type, the kernel file and its codec, the cgroupfs write order, the
 neutral value (what a fresh group holds, and what ``state: absent`` puts back), the feature
 gate (why a kernel may lack the file), and how it persists: the systemd directive(s) that carry
-it into a drop-in, or why systemd cannot. The cgroupfs manager (``_cgroup_request``), the
+it into a drop-in, or why systemd cannot. The cgroupfs manager (``_cgroup``), the
 systemd manager (``_systemd``), the fresh-group reads (``_cgroups``) and the module's argument
 spec walk :data:`KNOBS`; adding a knob is one entry here (plus its tests).
 

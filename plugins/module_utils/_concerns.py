@@ -23,7 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_request
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _sysctl
@@ -65,8 +65,8 @@ CONCERNS = (
     Concern("sysctl", _sysctl.MODULE_SPEC, lambda params, host: _sysctl.part(params, host.fs)),
     Concern("nvme_queues", _nvme_queues.MODULE_SPEC, lambda params, host: _nvme_queues.part(params, host.fs, host.runner)),
     # a weight needs iocost on the disk: checked against the QoS this call's iocost puts in place
-    Concern("cgroups", _cgroup_request.MODULE_SPEC,
-            lambda params, host: _cgroup_request.part(params, host.fs, host.runner,
+    Concern("cgroups", _cgroup.MODULE_SPEC,
+            lambda params, host: _cgroup.part(params, host.fs, host.runner,
                                                       planned_qos=host.provided.get("planned_qos")),
             many=True, needs=("planned_qos",)),
 )

@@ -40,7 +40,7 @@ __metaclass__ = type
 import re
 import shlex
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue, _boost, _cgroup_request, _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue, _cgroup_boost, _cgroup, _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics, _nvme_queues, _sysctl
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import require_iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
@@ -78,7 +78,7 @@ def boost_units(owned, fs):
     """Slices with a boost window on the host: a runtime drop-in or a timer of cgroup_boost."""
     out = []
     for owner, path in owned:
-        unit = _boost.unit_of(path, fs) if owner == "cgroup_boost" else None
+        unit = _cgroup_boost.unit_of(path, fs) if owner == "cgroup_boost" else None
         if unit and unit not in out:
             out.append(unit)
     return out
@@ -134,10 +134,10 @@ class Purge:
         owned = owned_files(self.fs)
         paths = set(p for _o, p in owned)
         for unit in boost_units(owned, self.fs):
-            self.step("cgroup_boost %s" % unit, lambda unit=unit: _boost.run(
+            self.step("cgroup_boost %s" % unit, lambda unit=unit: _cgroup_boost.run(
                 {"unit": unit, "state": "absent"}, self.fs, self.runner, self.check_mode))
         for unit in units(owned):
-            self.step("cgroup %s" % unit, lambda unit=unit: _cgroup_request.reconcile(
+            self.step("cgroup %s" % unit, lambda unit=unit: _cgroup.reconcile(
                 {"name": unit, "manager": "systemd", "state": "absent"}, self.fs, self.runner, self.check_mode))
         disks = [d for d in DeviceResolver(self.fs).list_disks(include_empty=True) if d.stable_id and d.has_mq]
         iocost = [d for d in disks if IOCOST_RULES.path(d.stable_id) in paths or any(_iocost.held(self.fs, d.majmin))]

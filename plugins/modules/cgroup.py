@@ -275,15 +275,15 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_request
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
 
 
 def main():
-    module = AnsibleModule(supports_check_mode=True, **_cgroup_request.MODULE_SPEC)
-    exit_module(module, lambda: _cgroup_request.reconcile(module.params, KernelFS(), Runner(module), module.check_mode))
+    module = AnsibleModule(supports_check_mode=True, **_cgroup.MODULE_SPEC)
+    exit_module(module, lambda: _cgroup.reconcile(module.params, KernelFS(), Runner(module), module.check_mode))
 
 
 if __name__ == "__main__":

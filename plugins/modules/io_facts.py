@@ -179,7 +179,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _facts
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _io_facts
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import DEVICES, merge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
@@ -192,7 +192,7 @@ def main():
                             include_empty={"type": "bool", "default": False}),
         supports_check_mode=True,
     )
-    exit_module(module, lambda: _facts.run(module.params, KernelFS(), Runner(module)))
+    exit_module(module, lambda: _io_facts.run(module.params, KernelFS(), Runner(module)))
 
 
 if __name__ == "__main__":

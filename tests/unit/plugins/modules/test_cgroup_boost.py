@@ -11,7 +11,7 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boost, _cgroup_request, _purge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_boost, _cgroup, _purge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed, owned_files
 from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup_boost
 from fakehost import FakeHost
@@ -47,8 +47,8 @@ class Lab(object):
         self.kernel.add_group("init.scope", procs="1")
         self.kernel.add_group("system.slice", subtree="cpu io memory pids")
         self.clock = [T0]
-        monkeypatch.setattr(_boost, "now", lambda: self.clock[0])
-        monkeypatch.setattr(_boost, "uptime", lambda: self.clock[0] - T0 + 1000.0)     # booted 1000 s before T0
+        monkeypatch.setattr(_cgroup_boost, "now", lambda: self.clock[0])
+        monkeypatch.setattr(_cgroup_boost, "uptime", lambda: self.clock[0] - T0 + 1000.0)     # booted 1000 s before T0
         monkeypatch.setattr(cgroup_boost, "KernelFS", lambda: self.kernel)
         monkeypatch.setattr(cgroup_boost, "Runner", lambda module: self.systemd)
         self.warnings = []
@@ -59,7 +59,7 @@ class Lab(object):
 
     def converge(self, params=None, check_mode=False):
         """The cgroup module's code on the slice, as site.yml applies it."""
-        return _cgroup_request.reconcile(params or CAPS, self.kernel, self.systemd, check_mode)
+        return _cgroup.reconcile(params or CAPS, self.kernel, self.systemd, check_mode)
 
     def run(self, **args):
         self.systemd.calls[:] = []
@@ -377,7 +377,7 @@ def test_purge_ends_a_timer_left_without_its_drop_in(lab):
 def test_the_timer_runs_the_steps_the_module_runs():
     tools = {"systemd-run": "/usr/bin/systemd-run", "rm": "/usr/bin/rm", "rmdir": "/usr/bin/rmdir",
              "systemctl": "/usr/bin/systemctl"}
-    argv = _boost.timer_argv("ai-training.slice", 1000, "2026-12-04T02:00:00Z", tools)
+    argv = _cgroup_boost.timer_argv("ai-training.slice", 1000, "2026-12-04T02:00:00Z", tools)
     assert argv[:8] == [
         "/usr/bin/systemd-run", "--on-boot=1000ms", "--unit=aiinfra-io-isolation-boost-ai-training",
         "--description=Managed by Ansible (aiinfra.io_isolation): ends the boost window of ai-training.slice at "
@@ -394,7 +394,7 @@ def test_the_timer_runs_the_steps_the_module_runs():
         "--property=ExecStartPost=-/usr/bin/rmdir -- /run/systemd/system.control/ai-training.slice.d",
         "--property=ExecStartPost=/usr/bin/systemctl daemon-reload",
         "--", "/usr/bin/systemctl", "set-property", "--runtime", "--", "ai-training.slice", "IOAccounting=yes"]
-    assert _boost.unit_base("a.b-c.slice") == "aiinfra-io-isolation-boost-a_b-c"
+    assert _cgroup_boost.unit_base("a.b-c.slice") == "aiinfra-io-isolation-boost-a_b-c"
 
 
 def test_a_transient_timer_is_ours_only_with_the_stamp_in_its_description():

@@ -29,7 +29,7 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_boost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
@@ -262,9 +262,9 @@ class Request:
         settings = [state]
         # Converging a slice ends its boost window (cgroup_boost): the unit's own values are the ones
         # asked for, and the window's end, scheduled on the host, would otherwise undo them later.
-        self.boost = _boost.window(self.fs, self.runner, unit, self.resolver) if is_slice else None
+        self.boost = _cgroup_boost.window(self.fs, self.runner, unit, self.resolver) if is_slice else None
         if self.boost is not None:
-            settings.insert(0, _boost.BoostWindow(unit, self.runner, self.resolver, cgroup, self.boost["paths"], {}))
+            settings.insert(0, _cgroup_boost.BoostWindow(unit, self.runner, self.resolver, cgroup, self.boost["paths"], {}))
         return settings, cgroup, [p for p, c in sorted(files.items()) if c is not None]
 
     def _stale_weights(self, unit, plan, cgroup, previous):
