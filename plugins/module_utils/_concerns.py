@@ -67,6 +67,6 @@ CONCERNS = (
     # a weight needs iocost on the disk: checked against the QoS this call's iocost puts in place
     Concern("cgroups", _cgroup.MODULE_SPEC,
             lambda params, host: _cgroup.part(params, host.fs, host.runner,
-                                                      planned_qos=host.provided.get("planned_qos")),
+                                              planned_qos=host.provided.get("planned_qos")),
             many=True, needs=("planned_qos",)),
 )

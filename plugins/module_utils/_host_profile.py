@@ -37,6 +37,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile im
 # section its own order holds: each section's orders are shifted into a band.
 BAND = 1000000
 
+
 # The module's own options: one per concern of the registry (checked against that module's spec when it runs;
 # a list where the concern takes many requests), and the groups whose pressure the health gate reads.
 def module_spec(concerns):

@@ -393,7 +393,7 @@ class Request:
             raise RequestError([e.message], {"candidates": e.candidates})
         if self.cli.locate() is None:
             raise ModuleError("nvme-cli is not installed on the host (no nvme in PATH): install the nvme-cli package "
-                               "(apt-get install nvme-cli); the module reads and sets the Arbitration feature with it")
+                              "(apt-get install nvme-cli); the module reads and sets the Arbitration feature with it")
         self.probes = dict((c.name, ControllerProbe(self.cli, fs, c)) for c in self.controllers)
 
     @property

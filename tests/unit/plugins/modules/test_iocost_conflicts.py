@@ -249,7 +249,7 @@ def test_io_limits_reads_only_where_io_latency_can_be(tmp_path):
         if latency:
             assert got == {"259:0": {"io.latency": ["/sys/fs/cgroup/b.slice"]}}
             # system.slice does not enable io for its services: theirs are not read
-            assert sorted(latency_reads) == ["/sys/fs/cgroup/%s/io.latency" % g for g in ("a.slice", "b.slice",
-                                                                                         "system.slice")]
+            groups = ("a.slice", "b.slice", "system.slice")
+            assert sorted(latency_reads) == ["/sys/fs/cgroup/%s/io.latency" % g for g in groups]
         else:
             assert got == {"259:0": {"io.latency": []}} and latency_reads == []
