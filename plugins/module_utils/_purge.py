@@ -125,6 +125,12 @@ class Purge:
             rc, _out, err = self.runner.run(["systemctl", "disable", "--now", timer], check=False)
             if rc not in (0, 1):
                 raise ModuleError("systemctl disable --now %s failed (rc=%s): %s" % (timer, rc, err.strip()))
+            # a run the timer started before it stopped would write its files again after they are removed
+            # (the lab caught it): stop it too; rc 5 when the service is not loaded
+            service = "%s.service" % METRICS_UNIT
+            rc, _out, err = self.runner.run(["systemctl", "stop", service], check=False)
+            if rc not in (0, 5):
+                raise ModuleError("systemctl stop %s failed (rc=%s): %s" % (service, rc, err.strip()))
         result = Reconciler(self.fs, check_mode=self.check_mode).run(metrics_settings(self.fs, owned), [])
         if result.get("changed") and not self.check_mode:
             self.runner.run(["systemctl", "daemon-reload"])

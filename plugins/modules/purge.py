@@ -23,7 +23,7 @@ description:
     also resets what systemd applied to the running cgroups), iocost on every disk the kernel holds a model for or
     that has a rule (V(absent) - the kernel's own model at once), block-queue rules, the sysctls and scheduler
     tunables in the owned files, the NVMe driver options, then the rules no module state covers (NVMe controllers,
-    devices no longer present), the boot helpers, and last the io_metrics exporter - its timer stopped and disabled, its
+    devices no longer present), the boot helpers, and last the io_metrics exporter - its timer and any run stopped, its
     units, launcher and copy of the collection's code, and the files it wrote (its textfile, the latency state, the
     recorded verify result, where its unit's arguments put them) - as the role's C(io_metrics_state=absent) does.
   - Block-queue values, sysctls, NVMe queue options and NVMe Arbitration keep their live values until the next boot

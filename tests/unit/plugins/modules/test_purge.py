@@ -142,9 +142,10 @@ def test_purge_removes_the_metrics_exporter_and_what_it_wrote(tmp_path, monkeypa
     assert sorted(p for p in left if "metrics" in p or "prom" in p) == ["/srv/prom/node.prom"]
     assert os.path.exists(h.path("/var/lib/aiinfra-io_isolation/verify-result.json"))
     assert not os.path.exists(h.path(METRICS_LIB_DIR)) and os.path.isdir(h.path("/srv/prom"))
-    # the timer stopped and disabled before its files went, systemd reloaded after
+    # the timer stopped and disabled and a run it started stopped before the files went, systemd reloaded after
     calls = [c[1:] for c in host.systemd.mutating_calls]
-    assert calls == [["disable", "--now", "aiinfra-io-metrics.timer"], ["daemon-reload"]]
+    assert calls == [["disable", "--now", "aiinfra-io-metrics.timer"], ["stop", "aiinfra-io-metrics.service"],
+                     ["daemon-reload"]]
 
     again = run_module(purge.main)
     assert not again.get("failed") and again["changed"] is False and again["steps"] == {}
