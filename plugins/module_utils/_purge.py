@@ -131,6 +131,8 @@ class Purge:
             rc, _out, err = self.runner.run(["systemctl", "stop", service], check=False)
             if rc not in (0, 5):
                 raise ModuleError("systemctl stop %s failed (rc=%s): %s" % (service, rc, err.strip()))
+            # a run stopped mid-way leaves the unit "failed" in systemd's memory, its file gone: forget it
+            self.runner.run(["systemctl", "reset-failed", service], check=False)
         result = Reconciler(self.fs, check_mode=self.check_mode).run(metrics_settings(self.fs, owned), [])
         if result.get("changed") and not self.check_mode:
             self.runner.run(["systemctl", "daemon-reload"])
