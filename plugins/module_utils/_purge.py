@@ -115,22 +115,19 @@ class Purge:
                 self.diff[side]["%s: %s" % (concern, key)] = value
         return result
 
-    def metrics(self):
+    def metrics(self, owned):
         """The exporter's timer stopped and disabled first (no run writes its textfile again), then its files,
-        then systemd reloaded without its units."""
-        owned = owned_files(self.fs)
-        timer = "%s.timer" % METRICS_UNIT
+        then systemd reloaded without its units. ``owned``: the registry's files found at the start."""
+        service = "%s.service" % METRICS_UNIT
         if not self.check_mode:
-            # rc 1 when systemd never loaded the unit (files copied by hand, no daemon-reload): nothing runs it then
-            rc, _out, err = self.runner.run(["systemctl", "disable", "--now", timer], check=False)
-            if rc not in (0, 1):
-                raise ModuleError("systemctl disable --now %s failed (rc=%s): %s" % (timer, rc, err.strip()))
-            # a run the timer started before it stopped would write its files again after they are removed
-            # (the lab caught it): stop it too; rc 5 when the service is not loaded
-            service = "%s.service" % METRICS_UNIT
-            rc, _out, err = self.runner.run(["systemctl", "stop", service], check=False)
-            if rc not in (0, 5):
-                raise ModuleError("systemctl stop %s failed (rc=%s): %s" % (service, rc, err.strip()))
+            # disable --now: rc 1 when systemd never loaded the unit (files copied by hand, no daemon-reload);
+            # stop: a run the timer started before it stopped would write its files again after they are removed
+            # (the lab caught it), rc 5 when the service is not loaded
+            for argv, ok in ((["systemctl", "disable", "--now", "%s.timer" % METRICS_UNIT], (0, 1)),
+                             (["systemctl", "stop", service], (0, 5))):
+                rc, _out, err = self.runner.run(argv, check=False)
+                if rc not in ok:
+                    raise ModuleError("%s failed (rc=%s): %s" % (" ".join(argv), rc, err.strip()))
             # a run stopped mid-way leaves the unit "failed" in systemd's memory, its file gone: forget it
             self.runner.run(["systemctl", "reset-failed", service], check=False)
         result = Reconciler(self.fs, check_mode=self.check_mode).run(metrics_settings(self.fs, owned), [])
@@ -177,7 +174,7 @@ class Purge:
             self.step("files", lambda: Reconciler(self.fs, check_mode=self.check_mode).run(
                 [ManagedFile(p, None) for p in rest + helpers], []))
         if any(o == "io_metrics" for o, _p in owned):
-            self.step("io_metrics", self.metrics)
+            self.step("io_metrics", lambda: self.metrics(owned))
         left = [] if self.check_mode else [p for _o, p in owned_files(self.fs)]
         return {"changed": any(r.get("changed") for r in self.steps.values()), "diff": self.diff,
                 "found": sorted(paths), "steps": self.steps, "left": left,

@@ -18,8 +18,8 @@ def build_machine_paths(text):
 
 
 def test_the_check_finds_a_build_machines_path():
-    assert build_machine_paths('{"db": "/work/main/.cache/bench/calibration-db", "f": "/etc/udev/x.rules"}') == [
-        "/work/main/.cache/bench/calibration-db"]
+    assert build_machine_paths('{"db": "/home/ci/checkout/.cache/bench/calibration-db", "f": "/etc/udev/x.rules"}') == [
+        "/home/ci/checkout/.cache/bench/calibration-db"]
     assert build_machine_paths("wrote /root/.cache/aiinfra/x.json and `/sys/block/nvme0n1/queue`") == [
         "/root/.cache/aiinfra/x.json"]
     assert build_machine_paths("1.5 MB/s, 4 KiB I/Os, p99/solo") == []
