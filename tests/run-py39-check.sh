@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Managed hosts run Python 3.9+: everything that runs there must need no more than 3.9. That is
 # plugins/modules and plugins/module_utils, which include the boot helpers the modules install on hosts
-# (plugins/module_utils/_boot_*.py, installed as their own text: _persist.BootHelper). The controller
+# (plugins/module_utils/_boot/, installed as their own text: _host/persist.py BootHelper). The controller
 # side (filter, lookup, action, plugin_utils) runs on 3.11+ and is not checked.
 #   run-py39-check.sh VENV_BIN            check the managed-node code
 #   run-py39-check.sh VENV_BIN PATH...    check these files/directories instead

@@ -35,7 +35,7 @@ QOS_SECONDS = 18
 
 
 def qos_after_round(passes):
-    """The round the module's QoS runs follow (plugins/module_utils/_calibrate.py: qos_after_round)."""
+    """The round the module's QoS runs follow (plugins/module_utils/_calibration/iocost_calibrate.py: qos_after_round)."""
     return max(1, (passes + 1) // 2)
 
 

@@ -65,7 +65,7 @@ from labvm import (LAB, accel, add_vm_args, ansible_playbook, disk_capacity, gue
                    write_inventory)
 
 # The probe's program, parsing and percentiles: io_latency's, not a copy.
-latency = module_utils("_latency")
+latency = module_utils("_observability.io_latency")
 
 CONFIGS = ("none", "roles", "roles_calibrated", "iocost_default")
 # On a kernel with io.latency only (--kernel custom; Debian's kernels do not build it), asked for by --configs:

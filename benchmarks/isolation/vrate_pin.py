@@ -71,10 +71,10 @@ IO_METRICS_PLAYBOOK = os.path.join(HERE, "io_metrics.yml")
 ROLE = os.path.join(REPO, "roles", "io_metrics")
 # The rules' tolerances (prometheus/alerts.yml): vrate within 1 % of a bound counts as at the bound.
 AT_MIN, AT_MAX = 1.01, 0.99
-PREFIX = module_utils("_metrics").PREFIX
+PREFIX = module_utils("_observability.io_metrics").PREFIX
 VRATE, QOS_MIN, QOS_MAX = PREFIX + "iocost_vrate_ratio", PREFIX + "iocost_qos_vrate_min_ratio", PREFIX + "iocost_qos_vrate_max_ratio"
 IO_COUNTERS = (PREFIX + "slice_io_reads_total", PREFIX + "slice_io_writes_total")
-COST_COEFS = module_utils("_codecs").COST_COEFS
+COST_COEFS = module_utils("_host.codecs").COST_COEFS
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?$")
 _LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')

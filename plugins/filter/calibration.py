@@ -13,8 +13,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _solutions as solutions
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._fio import MEASUREMENTS, QOS_RUNS, StopRule
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import solutions
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.fio import MEASUREMENTS, QOS_RUNS, StopRule
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import (
     CalibrationError, entry_file_name, entry_file_text, group_by_class, hwdb_fragment, merge_results)
 

@@ -11,9 +11,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._codecs import (
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
     COST_COEFS, QOS_PARAMS, CodecError, parse_rate)
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._iocost import KERNEL_CLASSES, kernel_class
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.iocost import KERNEL_CLASSES, kernel_class
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import device_class, match_entry
 
 try:

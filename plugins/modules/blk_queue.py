@@ -261,9 +261,9 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import blk_queue as _blk_queue
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import exit_module
 
 
 def main():

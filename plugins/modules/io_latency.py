@@ -151,12 +151,12 @@ lost_events:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _latency
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import DEVICES, merge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import resolve_many
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_latency as _latency
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.argspec import DEVICES, merge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import resolve_many
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import exit_module
 
 
 def main():

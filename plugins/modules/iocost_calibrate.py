@@ -370,11 +370,11 @@ solution_phase:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import iocost_calibrate as _calibrate
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import exit_module
 
 STOP_RULE = {"ramp_seconds": {"type": "float"}, "windows": {"type": "int"}, "tolerance": {"type": "float"},
              "min_seconds": {"type": "float"}, "max_seconds": {"type": "float"}, "max_rse": {"type": "float"},

@@ -219,11 +219,11 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_arbitration
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._argspec import PERSIST, merge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, exit_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_arbitration as _nvme_arbitration
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.argspec import PERSIST, merge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, exit_module
 
 RAW = {"type": "raw"}
 

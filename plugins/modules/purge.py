@@ -91,10 +91,10 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _purge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import Runner
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import exit_module
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import purge as _purge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import exit_module
 
 
 def main():

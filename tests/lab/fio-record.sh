@@ -2,7 +2,7 @@
 # Copyright (c) 2026 aiinfra.io_isolation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Record real fio outputs for tests/unit/plugins/module_utils/fixtures/fio/ (issue 8, _fio.py).
+# Record real fio outputs for tests/unit/plugins/module_utils/fixtures/fio/ (issue 8, _calibration/fio.py).
 # Runs INSIDE a lab guest as root (feed it on stdin):
 #   python3 tests/lab/lab.py ssh NAME -- sh -s < tests/lab/fio-record.sh
 #   python3 tests/lab/lab.py ssh NAME -- tar -C /var/tmp/fio-rec -cf - . > rec.tar

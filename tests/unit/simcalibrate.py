@@ -9,9 +9,9 @@ import json
 import os
 import subprocess
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate as cal
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as targets
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import iocost_calibrate as cal
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import calibrate_target as targets
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
 from fakehost import FakeHost
 from simkernel import SimIocost, SimKernel
 from simqueue import SimQueue

@@ -32,7 +32,7 @@ import shutil
 
 from simkernel import SimKernel
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError, KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError, KernelFS
 
 PAGE = 4096
 U32_MAX = 2 ** 32 - 1

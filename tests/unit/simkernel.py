@@ -11,8 +11,8 @@ fails with EOPNOTSUPP until iocost is initialised on the disk, one device per wr
 
 import errno
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS, KernelFileError
 
 
 class SimKernel(KernelFS):

@@ -12,8 +12,8 @@ showed on 6.1 and 6.12: the driver logs the new split, blk-mq keeps only default
 import errno
 import os
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues as nq
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_queues as nq
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
 from fakehost import FakeHost
 from simkernel import SimKernel
 

@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _sysctl as sc
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as sc
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
 from simkernel import SimKernel
 
 PAGE = 4096

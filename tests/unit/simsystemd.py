@@ -41,8 +41,8 @@ import re
 from collections import OrderedDict
 from decimal import Decimal
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError, KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError, KernelFS
 
 UNIT_DIR = "/etc/systemd/system"
 RUNTIME_DIR = "/run/systemd/system"

@@ -65,7 +65,7 @@ def _dashboard_exprs():
 
 def test_the_dashboard_queries_only_metrics_the_exporter_writes():
     import re
-    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as _metrics
     known = set()
     for name, kind, _help in _metrics.FAMILIES:
         known.update([_metrics.PREFIX + name] if kind != "histogram" else

@@ -11,9 +11,9 @@ from fakehost import FakeHost
 from simcgroup import SimCgroup
 from simsystemd import CONTROL_DIR, SimSystemd, format_timespan, parse_timespan, slice_path
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
 
 CG = "/sys/fs/cgroup"
 QOS = "259:0 enable=1 ctrl=auto rpct=0.00 rlat=25000 wpct=0.00 wlat=25000 min=1.00 max=10000.00"

@@ -36,7 +36,7 @@ def test_schedules_place_passes_one_round_of_six_apart():
 
 @pytest.mark.parametrize("passes, after", [(1, 1), (2, 1), (3, 2), (4, 2), (7, 4)])
 def test_the_replay_puts_the_qos_where_the_module_does(passes, after):
-    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import iocost_calibrate as _calibrate
     assert drift.qos_after_round(passes) == _calibrate.qos_after_round(passes) == after
 
 

@@ -15,8 +15,9 @@ sys.path.insert(0, HERE)
 from benchload import load  # noqa: E402  pylint: disable=wrong-import-position
 from metricshost import EXPECTED, ROOT_IO_STAT, lab_host  # noqa: E402  pylint: disable=wrong-import-position
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs, _metrics  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs as _codecs  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as _metrics
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS  # noqa: E402  pylint: disable=wrong-import-position
 
 vp = load("isolation", "vrate_pin")
 RULES = os.path.join(HERE, "..", "..", "..", "prometheus", "alerts.yml")

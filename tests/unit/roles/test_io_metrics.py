@@ -17,8 +17,8 @@ import yaml
 from metricshost import EXPECTED, lab_host
 from playbook import ansible_playbook
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics as m
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as m
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
@@ -26,22 +26,25 @@ ROLE = os.path.join(REPO, "roles", "io_metrics")
 
 
 def _imports(name):
+    """The module_utils files (relative to module_utils) that ``name`` imports, with their packages' __init__.py."""
     tree = ast.parse(open(os.path.join(MODULE_UTILS, name)).read())
     prefix = "ansible_collections.aiinfra.io_isolation.plugins.module_utils"
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == prefix:
-                out.update(a.name + ".py" for a in node.names)
-            elif node.module.startswith(prefix + "."):
-                out.add(node.module.rsplit(".", 1)[1] + ".py")
+            if node.module == prefix or node.module.startswith(prefix + "."):
+                package = node.module[len(prefix):].lstrip(".").replace(".", "/")
+                if os.path.isfile(os.path.join(MODULE_UTILS, package + ".py")):
+                    out.add(package + ".py")        # from <package>.<module> import names
+                else:
+                    out.update("%s/%s.py" % (package, a.name) for a in node.names)
         elif isinstance(node, ast.Import):
             assert not any(a.name.startswith("ansible") for a in node.names), name
-    return out
+    return out | set(os.path.dirname(f) + "/__init__.py" for f in out)
 
 
 def test_installed_files_are_exactly_what_the_exporter_imports():
-    closure, todo = set(), ["_metrics.py"]
+    closure, todo = set(), ["_observability/io_metrics.py", "_observability/__init__.py"]
     while todo:
         name = todo.pop()
         if name not in closure:
@@ -82,6 +85,7 @@ def test_the_installed_tree_runs_on_the_standard_library_alone(tmp_path):
     package = lib / "ansible_collections" / "aiinfra" / "io_isolation" / "plugins" / "module_utils"
     package.mkdir(parents=True)
     for name in m.INSTALLED:
+        (package / name).parent.mkdir(exist_ok=True)
         shutil.copy(os.path.join(MODULE_UTILS, name), str(package / name))
     launcher = tmp_path / "io-metrics"
     launcher.write_text(render_role_template("io-metrics.py.j2", __io_metrics_lib_dir=str(lib)))
@@ -206,7 +210,7 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path):
 
 
 def test_the_role_installs_where_purge_looks():
-    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _persist
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import persist as _persist
     role = yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml")))
     assert role["__io_metrics_unit"] == _persist.METRICS_UNIT
     assert role["__io_metrics_unit_dir"] == _persist.SYSTEMD_UNIT_DIR

@@ -7,7 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aiinfra.io_isolation.plugins.filter import io_isolation as f
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._iocost import KERNEL_CLASSES
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.iocost import KERNEL_CLASSES
 
 WWID_A = "nvme.1b36-6c61622d6e766d652d61-51454d55204e564d65204374726c-00000001"
 

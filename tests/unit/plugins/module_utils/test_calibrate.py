@@ -15,10 +15,10 @@ import subprocess
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate as cal
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as targets
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _fio as fio
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import iocost_calibrate as cal
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import calibrate_target as targets
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import fio
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
 from simcalibrate import BEFORE, MODEL, QOS_USER, Lab, Runner
 
 PARAMS = {"filesystem": "/srv/calib", "scratch_size": "256M", "measure_qos": True, "qos_seconds": 3, "numjobs": 1}

@@ -23,14 +23,14 @@ from hypothesis import given, strategies as st
 
 from fakehost import FakeHost
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as ct
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibrate_target import (
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import calibrate_target as ct
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.calibrate_target import (
     SCRATCH_PREFIX, ScratchError, Target, TargetRefused, claim, create_scratch, find_leftovers, parse_blkid_export,
     parse_mountinfo, parse_swaps, parse_wipefs_json, plan_target, remove_scratch,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 
 MIB = 1024 ** 2
 GIB = 1024 ** 3

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _capabilities as caps
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError, Runner
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import capabilities as caps
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError, Runner
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 
 UNIFIED = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n" \
           "debugfs /sys/kernel/debug debugfs rw,nosuid,nodev,noexec,relatime 0 0\n"

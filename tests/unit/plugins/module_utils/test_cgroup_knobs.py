@@ -6,9 +6,9 @@ import pytest
 
 from simcgroup import controller_files
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_knobs as knobs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._capabilities import CHILD_IO_FILES
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import cgroup_knobs as knobs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabilities import CHILD_IO_FILES
 
 ALL_FEATURES = {"io_latency": True, "io_prio": True, "io_low": True}
 

@@ -10,7 +10,7 @@ from fakehost import FakeHost
 from simcgroup import SimCgroup
 from simsystemd import SimSystemd
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup as cr
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup as cr
 
 CG = "/sys/fs/cgroup"
 QOS = "259:0 enable=1 ctrl=auto rpct=0.00 rlat=25000 wpct=0.00 wlat=25000 min=1.00 max=10000.00"

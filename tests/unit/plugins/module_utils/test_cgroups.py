@@ -7,12 +7,12 @@ import pytest
 from fakehost import FakeHost
 from simcgroup import SimCgroup
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import (
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import (
     CgroupNameError, GroupDir, GroupFile, SubtreeControl, ancestors, child_groups, controller_of, controllers,
     has_members, resolve, slice_path, validate_unit_name,
 )
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
 
 
 @pytest.mark.parametrize("name, path", [

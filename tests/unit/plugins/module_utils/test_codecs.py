@@ -20,7 +20,7 @@ import re
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as c
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs as c
 
 U32 = 2 ** 32 - 1
 U64 = 2 ** 64 - 1

@@ -25,7 +25,7 @@ import re
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as c
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs as c
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

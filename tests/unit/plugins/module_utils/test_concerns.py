@@ -4,9 +4,11 @@
 a new concern is its own file (argument spec, part()) plus one registry entry, and host_profile takes it with
 nothing else changed - its section checked by its spec, planned, applied in the one engine run, reported."""
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _concerns, _host_profile, _iocost
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Part, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import registry as _concerns
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import host_profile as _host_profile
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Part, Setting
 
 
 def test_every_need_is_provided_by_an_earlier_concern():

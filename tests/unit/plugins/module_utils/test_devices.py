@@ -16,10 +16,10 @@ from hypothesis import given, strategies as st
 
 from fakehost import FakeHost
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _devices
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import (
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import devices as _devices
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import (
     BlockDevice, DeviceError, DeviceResolver, list_disks, normalize_wwn, resolve, resolve_many)
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS, KernelFileError
 
 EUI = "0011223344556677"
 SCSI_WWN = "0x5000c500a1b2c3d4"

@@ -21,7 +21,7 @@ import time
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _fio as fio
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import fio
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "fio")
 MANIFEST = json.load(open(os.path.join(FIXTURES, "recordings.json")))

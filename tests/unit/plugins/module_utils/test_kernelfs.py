@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _kernelfs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS, KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import kernelfs as _kernelfs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS, KernelFileError
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import time
 import pytest
 from hypothesis import given, strategies as st
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _latency as lat
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_latency as lat
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 
 from fakehost import FakeHost
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The io_metrics exporter (module_utils/_metrics.py) against fake /sys + cgroupfs trees: exact metric lines from
+"""The io_metrics exporter (module_utils/_observability/io_metrics.py) against fake /sys + cgroupfs trees: exact metric lines from
 kernel text captured in the lab (tests/observed/debian12-6.1.txt), nothing made up for what a host lacks, the atomic
 write and the bounded run (what the role installs: tests/unit/roles/test_io_metrics.py)."""
 
@@ -16,9 +16,9 @@ import pytest
 from fakehost import FakeHost
 from metricshost import EXPECTED, VERIFY, lab_host
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _latency
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics as m
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_latency as _latency
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as m
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 
 
 def text(h, **kw):

@@ -11,10 +11,10 @@ import errno
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_nvme_arbitration_apply as boot
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _devices as devices
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _kernelfs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._boot import nvme_arbitration_apply as boot
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import devices
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import kernelfs as _kernelfs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import nvme
 from fakehost import FakeHost
 
 

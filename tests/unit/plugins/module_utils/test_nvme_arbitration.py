@@ -19,12 +19,12 @@ import types
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_nvme_arbitration_apply as boot
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_arbitration as arb
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import NVME_ARBITRATION_HELPER
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._boot import nvme_arbitration_apply as boot
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import nvme
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_arbitration as arb
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import NVME_ARBITRATION_HELPER
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
 from fakehost import FakeHost
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nvme_arbitration")

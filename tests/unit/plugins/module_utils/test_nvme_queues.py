@@ -17,10 +17,10 @@ import os
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme as nvme
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues as nq
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import ModuleError, ReconcileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import nvme
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_queues as nq
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import is_managed
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import ModuleError, ReconcileError
 from fakehost import FakeHost
 from simkernel import SimKernel
 from simnvme import RELEASE, MODDIR, INITRD, LAB_INITRAMFS, NVME_IN_INITRAMFS, Lab

@@ -7,10 +7,11 @@ import zipfile
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_iocost_apply, _iocost
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import BlockDevice
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import CGROUP_ROOT, KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._boot import iocost_apply as _boot_iocost_apply
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import BlockDevice
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import CGROUP_ROOT, KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
     BLK_QUEUE_RULES, BOOT_HELPERS, IOCOST_HELPER, IOCOST_RULES, LIBEXEC_DIR, NVME_ARBITRATION_RULES, OWNED,
     SYSCTL_CONF, SYSTEMD_DROPIN_NAME, BootHelper, PersistError, is_managed, owned_files, slug, stamped, udev_match,
     udev_value,

@@ -8,9 +8,9 @@ import pytest
 
 from simkernel import SimKernel
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, stamped, is_managed
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import ManagedFile, stamped, is_managed
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import (
     KernelFileSetting, Reconciler, ReconcileError, Setting, fail_module,
 )
 

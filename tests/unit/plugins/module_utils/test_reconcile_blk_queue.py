@@ -15,11 +15,11 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _blk_queue as bq
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceError, DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFileError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ETC_RULES_DIR
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import blk_queue as bq
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceError, DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import ETC_RULES_DIR
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
 from fakehost import FakeHost
 from simkernel import SimKernel
 from simqueue import SimQueue

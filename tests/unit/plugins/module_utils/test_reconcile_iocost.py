@@ -11,8 +11,8 @@ import errno
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _codecs as codecs
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import (
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import (
     CodecSetting, Reconciler, ReconcileError,
 )
 from simkernel import ROOT, SSD_DFL, SimIocost, SimKernel

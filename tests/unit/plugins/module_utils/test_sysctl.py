@@ -13,9 +13,9 @@ import os
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _sysctl as sc
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed, stamped
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler, ReconcileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as sc
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import is_managed, stamped
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
 from simsysctl import PAGE, SCHED_61, SYSCTLS, U32, SysctlHost
 
 

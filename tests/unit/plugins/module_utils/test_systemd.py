@@ -10,13 +10,13 @@ from fakehost import FakeHost
 from simcgroup import SimCgroup
 from simsystemd import SimSystemd
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _systemd as sd
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._cgroups import CgroupNameError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._commands import CommandError
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import BlockDevice, DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import ManagedFile, is_managed
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._reconcile import Reconciler
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import CgroupNameError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import BlockDevice, DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import ManagedFile, is_managed
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler
 
 NVME_WWID_LINK = "/dev/disk/by-id/nvme-nvme.1b36-6465616462656566-51454d55204e564d65204374726c-00000001"
 NVME_EUI_LINK = "/dev/disk/by-id/nvme-eui.0011223344556677"

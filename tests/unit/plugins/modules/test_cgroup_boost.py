@@ -11,8 +11,10 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _cgroup_boost, _cgroup, _purge
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import is_managed, owned_files
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup_boost as _cgroup_boost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup as _cgroup
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import purge as _purge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import is_managed, owned_files
 from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup_boost
 from fakehost import FakeHost
 from simcgroup import SimCgroup

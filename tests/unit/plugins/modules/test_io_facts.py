@@ -8,7 +8,7 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _kernelfs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import kernelfs as _kernelfs
 from ansible_collections.aiinfra.io_isolation.plugins.modules import io_facts
 from fakehost import FakeHost
 

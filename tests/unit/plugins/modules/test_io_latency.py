@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The io_latency module: refusals end the task with the reason and its fix, before any probe runs."""
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _latency
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_latency as _latency
 from ansible_collections.aiinfra.io_isolation.plugins.modules import io_latency
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _boot_iocost_apply
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import IOCOST_HELPER
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._boot import iocost_apply as _boot_iocost_apply
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import IOCOST_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.modules import iocost
 from fakehost import FakeHost
 from simkernel import SimIocost, SimKernel

@@ -6,8 +6,8 @@ The disk is the simulated calibration host of tests/unit/simcalibrate.py."""
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate_target as targets
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _fio as fio
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import calibrate_target as targets
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import fio
 from ansible_collections.aiinfra.io_isolation.plugins.modules import iocost_calibrate
 
 from simcalibrate import BEFORE, MODEL, Lab, Runner

@@ -10,7 +10,7 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _iocost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue, host_profile, iocost
 from fakehost import FakeHost
 from simkernel import SimIocost, SimKernel
@@ -226,7 +226,7 @@ def test_each_rule_once(plan, refused, warned):
 
 def test_io_limits_reads_only_where_io_latency_can_be(tmp_path):
     """Only children of groups that enable io have io files; a kernel without io.latency stops at the first."""
-    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 
     class Counting(KernelFS):
         reads = []

@@ -10,8 +10,8 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import NVME_ARBITRATION_HELPER
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import NVME_ARBITRATION_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.modules import nvme_arbitration
 from fakehost import FakeHost
 

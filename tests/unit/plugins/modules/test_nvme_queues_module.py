@@ -9,7 +9,7 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _nvme_queues as nq
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_queues as nq
 from ansible_collections.aiinfra.io_isolation.plugins.modules import nvme_queues
 
 import simnvme as sim

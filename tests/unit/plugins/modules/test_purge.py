@@ -7,8 +7,8 @@ import os
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._devices import DeviceResolver
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._persist import (
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
     BLK_QUEUE_RULES, IOCOST_HELPER, IOCOST_RULES, METRICS_LAUNCHER, METRICS_LIB_DIR, NVME_ARBITRATION_HELPER,
     NVME_ARBITRATION_RULES, SYSCTL_CONF, stamped,
 )
@@ -118,8 +118,8 @@ def test_purge_removes_the_metrics_exporter_and_what_it_wrote(tmp_path, monkeypa
     h.write("/etc/systemd/system/aiinfra-io-metrics.timer", METRICS_STAMP + "[Timer]\nOnUnitActiveSec=30s\n")
     h.write(METRICS_LAUNCHER, METRICS_STAMP + "import sys\n")
     code = METRICS_LIB_DIR + "/ansible_collections/aiinfra/io_isolation/plugins/module_utils"
-    h.write(code + "/_metrics.py", "# the collection's code, copied as it is\n")
-    h.write(code + "/__pycache__/_metrics.cpython-311.pyc", "x")
+    h.write(code + "/_observability/io_metrics.py", "# the collection's code, copied as it is\n")
+    h.write(code + "/_observability/__pycache__/io_metrics.cpython-311.pyc", "x")
     h.write("/srv/prom/aiinfra_io_isolation.prom", "aiinfra_io_isolation_exporter_errors 0\n")
     h.write("/srv/prom/node.prom", "someone_elses 1\n")
     h.write("/var/lib/aiinfra-io_isolation/latency-state.json", "{}\n")
@@ -132,7 +132,7 @@ def test_purge_removes_the_metrics_exporter_and_what_it_wrote(tmp_path, monkeypa
     assert check["changed"] and set(check["steps"]) == {"io_metrics"} and host.files() == before
     assert check["found"] == ["/etc/systemd/system/aiinfra-io-metrics.service",
                               "/etc/systemd/system/aiinfra-io-metrics.timer", METRICS_LAUNCHER]
-    assert check["diff"]["before"]["io_metrics: %s/_metrics.py" % code] == "(41 bytes)"
+    assert check["diff"]["before"]["io_metrics: %s/_observability/io_metrics.py" % code] == "(41 bytes)"
     assert host.systemd.mutating_calls == []
 
     result = run_module(purge.main)
@@ -152,8 +152,23 @@ def test_purge_removes_the_metrics_exporter_and_what_it_wrote(tmp_path, monkeypa
 
 
 def test_metrics_outputs_default_where_the_unit_gives_none():
-    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _metrics, _purge
-    assert _purge.metrics_outputs(None) == [_metrics.TEXTFILE_DIR + "/" + _metrics.OUTPUT_NAME, _metrics.LATENCY_STATE,
-                                            _metrics.VERIFY_FILE]
-    assert _purge.metrics_outputs(METRICS_SERVICE) == ["/srv/prom/aiinfra_io_isolation.prom",
-                                                       "/var/lib/aiinfra-io_isolation/latency-state.json"]
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as _metrics
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import io_metrics as _io_metrics
+    assert _io_metrics.outputs(None) == [_metrics.TEXTFILE_DIR + "/" + _metrics.OUTPUT_NAME, _metrics.LATENCY_STATE,
+                                         _metrics.VERIFY_FILE]
+    assert _io_metrics.outputs(METRICS_SERVICE) == ["/srv/prom/aiinfra_io_isolation.prom",
+                                                    "/var/lib/aiinfra-io_isolation/latency-state.json"]
+
+
+def test_every_owner_of_a_registered_path_has_a_removal():
+    """A file family the registry of owned paths declares is removed by its concern's ``purge`` in REMOVALS, or - for
+    the rules and boot helpers no module's absent path removes - by purge's last step; nothing is left to a list in
+    purge itself."""
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.registry import REMOVALS
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import persist
+    removed_by = set(r.__module__.rsplit(".", 1)[1] for r in REMOVALS)
+    as_files = set(r.module for r in persist.UDEV_RULES) | set(h.module for h in persist.BOOT_HELPERS)
+    owners = set(o for o, _pattern in persist.OWNED)
+    assert owners - removed_by <= as_files
+    assert owners - removed_by == {"nvme_arbitration"}
+    assert removed_by <= owners

@@ -8,7 +8,7 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _sysctl as sc
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as sc
 from ansible_collections.aiinfra.io_isolation.plugins.modules import sysctl
 from simsysctl import PAGE, SCHED_61, SysctlHost
 

@@ -381,7 +381,7 @@ def test_the_report_is_named_after_the_database_file():
 
 
 def test_the_error_is_the_collections_one():
-    from ansible_collections.aiinfra.io_isolation.plugins.module_utils import _calibrate
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import iocost_calibrate as _calibrate
     assert db.CalibrationError is _calibrate.CalibrationError
 
 

@@ -1,0 +1,196 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 aiinfra.io_isolation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Running host commands: argv lists, C locale, rc and stderr checked, JSON where the tool has it.
+
+Two ways: :class:`Runner` for a command whose answer comes at its end (``AnsibleModule.run_command``),
+:class:`Child` for one that must be read while it runs and stopped on time (fio, bpftrace): pipes read
+without blocking (``select`` + ``os.read``), a graceful stop (SIGINT, then SIGTERM) before SIGKILL, and
+always reaped.
+
+PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import codecs
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import HostError
+
+C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+# After SIGINT, how long a child gets to print its final output and exit, then SIGTERM, then SIGKILL.
+STOP_TIMEOUT = 10.0
+
+
+class CommandError(HostError):
+    """A command that failed: its argv, rc and output."""
+
+    RESULT_KEY = "command"
+
+    def __init__(self, argv, rc, stdout, stderr, reason=None):
+        self.argv = list(argv)
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+        msg = "Command %s failed" % " ".join(self.argv)
+        msg += ": %s" % reason if reason else " with rc=%s: %s" % (rc, (stderr or stdout or "").strip()[:500])
+        self.msg = msg
+        self.message = msg
+        super(CommandError, self).__init__(msg)
+
+    def as_dict(self):
+        return {"argv": self.argv, "rc": self.rc, "stderr": (self.stderr or "").strip()[:2000]}
+
+
+class Runner:
+    """Wraps ``AnsibleModule.run_command`` (or any callable with its signature) and ``get_bin_path``."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def which(self, name):
+        """Absolute path of a tool on the host, or None."""
+        return self.module.get_bin_path(name, required=False)
+
+    def run(self, argv, check=True, data=None, stderr_is_error=False):
+        """Run argv (a list, never a shell string); returns (rc, stdout, stderr)."""
+        if isinstance(argv, str):
+            raise TypeError("argv must be a list")
+        rc, out, err = self.module.run_command(list(argv), environ_update=C_LOCALE, data=data,
+                                               check_rc=False)
+        # Some tools exit 0 and still report failure on stderr (sysctl does).
+        if check and (rc != 0 or (stderr_is_error and err.strip())):
+            raise CommandError(argv, rc, out, err)
+        return rc, out, err
+
+    def run_json(self, argv):
+        """Run a tool in its JSON output mode and decode the answer."""
+        _rc, out, err = self.run(argv)
+        try:
+            return json.loads(out)
+        except ValueError:
+            raise CommandError(argv, 0, out, err, reason="output is not JSON: %r" % out[:200])
+
+
+def c_environ():
+    """This process's environment with the C locale: what a child runs with."""
+    env = dict(os.environ)
+    env.update(C_LOCALE)
+    return env
+
+
+class Child:
+    """One running process: non-blocking reads of both pipes (the last ``stderr_tail`` characters of
+    stderr kept in ``.stderr``), graceful and forced stops. ``popen_kwargs`` go to ``popen``."""
+
+    def __init__(self, popen, argv, clock, stderr_tail=4000, **popen_kwargs):
+        if isinstance(argv, str):
+            raise TypeError("argv must be a list")
+        self.argv = argv
+        self.clock = clock
+        self.stderr_tail = stderr_tail
+        self.proc = popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=c_environ(), close_fds=True, **popen_kwargs)
+        self._fds = {}
+        self._dec = {}
+        for name, f in (("out", self.proc.stdout), ("err", self.proc.stderr)):
+            self._fds[f.fileno()] = name
+            self._dec[name] = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.stderr = ""
+
+    @property
+    def open(self):
+        return bool(self._fds)
+
+    def read(self, timeout):
+        """Wait up to ``timeout`` s for output; returns the new stdout text (stderr is kept in ``.stderr``)."""
+        if not self._fds:
+            return ""
+        ready, _w, _x = select.select(list(self._fds), [], [], max(0.0, timeout))
+        out = ""
+        for fd in ready:
+            name = self._fds[fd]
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                data = b""
+            final = not data
+            text = self._dec[name].decode(data, final)
+            if final:
+                del self._fds[fd]
+            if name == "out":
+                out += text
+            else:
+                self.stderr = (self.stderr + text)[-self.stderr_tail:]
+        return out
+
+    def drain(self, seconds, tick=None, every=1.0):
+        """Read until both pipes close or ``seconds`` pass; returns stdout text. ``tick()`` is called
+        about every ``every`` seconds meanwhile (work that must happen while the child runs)."""
+        deadline = self.clock() + seconds
+        next_tick = self.clock()
+        out = ""
+        while self._fds:
+            now = self.clock()
+            if tick is not None and now >= next_tick:
+                tick()
+                next_tick = now + every
+            left = deadline - now
+            if left <= 0:
+                break
+            out += self.read(min(left, 0.5))
+        return out
+
+    def wait(self, seconds):
+        """Reap the process within ``seconds``; returns its rc or None."""
+        deadline = self.clock() + seconds
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                return rc
+            if self.clock() >= deadline:
+                return None
+            time.sleep(0.05)
+
+    def stop(self, timeout=None):
+        """SIGINT (fio and bpftrace print their final output and exit), then SIGTERM, then SIGKILL, each
+        given ``timeout`` s. Returns stdout text."""
+        timeout = STOP_TIMEOUT if timeout is None else timeout
+        out = ""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if self.proc.poll() is not None:
+                break
+            try:
+                self.proc.send_signal(sig)
+            except OSError:
+                break
+            out += self.drain(timeout)
+            if self.wait(timeout) is not None:
+                break
+        self.kill()
+        return out
+
+    def kill(self):
+        """SIGKILL if still running, reap, close the pipes. Never raises."""
+        try:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+        except Exception:  # pylint: disable=broad-except
+            pass
+        for f in (self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except Exception:  # pylint: disable=broad-except
+                pass
+        self._fds = {}
