@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from benchload import load  # noqa: E402  pylint: disable=wrong-import-position
-from metricshost import EXPECTED, ROOT_IO_STAT, lab_host  # noqa: E402  pylint: disable=wrong-import-position
+from sim.metrics import EXPECTED, ROOT_IO_STAT, lab_host  # noqa: E402  pylint: disable=wrong-import-position
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs as _codecs  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as _metrics

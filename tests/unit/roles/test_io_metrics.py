@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from metricshost import EXPECTED, lab_host
+from sim.metrics import EXPECTED, lab_host
 from playbook import ansible_playbook
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as m

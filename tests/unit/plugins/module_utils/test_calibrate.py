@@ -19,7 +19,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import calibrate_target as targets
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import fio
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
-from simcalibrate import BEFORE, MODEL, QOS_USER, Lab, Runner
+from sim.calibration import BEFORE, MODEL, QOS_USER, Lab, fio_runner
 
 PARAMS = {"filesystem": "/srv/calib", "scratch_size": "256M", "measure_qos": True, "qos_seconds": 3, "numjobs": 1}
 
@@ -45,7 +45,7 @@ def measuring(lab, then=None):
 
 
 def run(lab, check_mode=False, measure=None, **params):
-    return cal.calibrate(lab.sim, DeviceResolver(lab.sim), Runner(), dict(PARAMS, **params), check_mode=check_mode,
+    return cal.calibrate(lab.sim, DeviceResolver(lab.sim), fio_runner(), dict(PARAMS, **params), check_mode=check_mode,
                          measure=measure or measuring(lab))
 
 
@@ -238,7 +238,7 @@ def test_bad_input_is_refused_before_any_write(lab, params, words):
 
 def test_a_host_without_fio_is_told_to_install_it(lab):
     with pytest.raises(cal.CalibrationError, match="fio is not installed"):
-        cal.calibrate(lab.sim, DeviceResolver(lab.sim), Runner(fio_path=None), dict(PARAMS))
+        cal.calibrate(lab.sim, DeviceResolver(lab.sim), fio_runner(fio_path=None), dict(PARAMS))
     assert lab.sim.writes == []
 
 
@@ -254,10 +254,9 @@ def test_a_refused_target_lists_its_reasons(lab, monkeypatch):
 
 
 def test_missing_tools_answer_rc_127_to_the_target_checks():
-    class NoWipefs(Runner):
-        def which(self, name):
-            return None if name == "wipefs" else Runner.which(self, name)
-    runner = NoWipefs()
+    runner = fio_runner()
+    which = runner.tools
+    runner.tools = lambda name: None if name == "wipefs" else which(name)
     run_ = cal._tool_runner(runner)
     assert run_(["wipefs", "--no-act", "--json", "/dev/x"]) == (127, "", "wipefs: command not found")
     assert run_(["blkid", "-p", "/dev/x"])[0] == 2 and runner.calls == [["/usr/sbin/blkid", "-p", "/dev/x"]]

@@ -17,7 +17,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import fio
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import solutions as sol
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
-from simcalibrate import BEFORE, MODEL, Lab, Runner
+from sim.calibration import BEFORE, MODEL, Lab, fio_runner
 
 PARAMS = {"filesystem": "/srv/calib", "scratch_size": "256M", "measure_qos": True, "qos_seconds": 3, "numjobs": 1,
           "solutions": {"measure": True, "levels": [100, 80, 60, 40], "seconds": 15, "probe_share": 0.25,
@@ -192,22 +192,14 @@ def test_run_point_reads_the_probe_and_names_a_failing_command(lab):
 
 # -- the phase inside a calibration --------------------------------------------------------------------
 
-class SystemdRunner(Runner):
+def systemd_runner(lab, stop_rc=0):
     """The simulated host's commands, with systemctl stop answering like systemd (the slice dir goes away)."""
-
-    def __init__(self, lab, stop_rc=0):
-        super(SystemdRunner, self).__init__()
-        self.lab = lab
-        self.stop_rc = stop_rc
-
-    def run(self, argv, check=True):
-        if argv[1:] == ["stop", sol.SLICE]:
-            self.calls.append(list(argv))
-            path = self.lab.sim.path("%s/%s" % (sol.CGROUP_ROOT, sol.SLICE))
-            if self.stop_rc == 0 and os.path.isdir(path):
-                os.rmdir(path)
-            return self.stop_rc, "", "Failed to stop: Access denied\n" if self.stop_rc else ""
-        return super(SystemdRunner, self).run(argv, check)
+    def stop(argv):
+        path = lab.sim.path("%s/%s" % (sol.CGROUP_ROOT, sol.SLICE))
+        if stop_rc == 0 and os.path.isdir(path):
+            os.rmdir(path)
+        return stop_rc, "", "Failed to stop: Access denied\n" if stop_rc else ""
+    return fio_runner().answer(["/usr/sbin/systemctl", "stop", sol.SLICE], stop)
 
 
 @pytest.fixture
@@ -255,13 +247,13 @@ def solving(lab, ratios=(11.0, 1.58, 1.47, 1.09, 1.79), then=None):
 
 
 def run(lab, solve=None, runner=None, check_mode=False, **params):
-    return cal.calibrate(lab.sim, DeviceResolver(lab.sim), runner or SystemdRunner(lab), dict(PARAMS, **params),
+    return cal.calibrate(lab.sim, DeviceResolver(lab.sim), runner or systemd_runner(lab), dict(PARAMS, **params),
                          check_mode=check_mode, measure=model_phase, solve=solve or solving(lab))
 
 
 def test_the_phase_pins_the_measured_model_and_each_level_then_puts_everything_back(lab):
     model_before, qos_before = iocost_lines(lab)
-    runner = SystemdRunner(lab)
+    runner = systemd_runner(lab)
     result = run(lab, runner=runner)
     points = [e for e in lab.events if e[0] == "point"]
     # the solo run, then each level with vrate settled at it, then the latency point (a fixed settling time)
@@ -319,7 +311,7 @@ def test_wbt_moved_by_iocost_is_written_back(lab):
 
 
 def test_a_slice_that_cannot_be_stopped_keeps_the_journal(lab):
-    result = run(lab, runner=SystemdRunner(lab, stop_rc=1))
+    result = run(lab, runner=systemd_runner(lab, stop_rc=1))
     (error,) = result["restore"]["errors"]
     assert error.startswith("`systemctl stop iocost_calibrate.slice` failed (rc=1): Failed to stop: Access denied")
     assert len(lab.journals()) == 1
@@ -351,7 +343,7 @@ def test_the_next_call_stops_the_slice_and_restores_model_and_qos_of_a_killed_ph
     before = iocost_lines(lab)
     _kill_mid_phase(lab)
     assert "min=60.00" in iocost_lines(lab)[1]
-    runner = SystemdRunner(lab)
+    runner = systemd_runner(lab)
     result = run(lab, runner=runner, solutions={"measure": False})
     (report,) = result["recovered"]
     assert report["stopped_slice"] == sol.SLICE and report["restored"]
@@ -364,7 +356,7 @@ def test_a_killed_phase_whose_slice_cannot_be_stopped_is_refused_before_any_writ
     _kill_mid_phase(lab)
     lab.sim.writes[:] = []
     with pytest.raises(cal.CalibrationError) as e:
-        run(lab, runner=SystemdRunner(lab, stop_rc=1))
+        run(lab, runner=systemd_runner(lab, stop_rc=1))
     assert "repairing the killed calibration of journal" in e.value.msg and "stop it by hand" in e.value.msg
     assert lab.sim.writes == []
 

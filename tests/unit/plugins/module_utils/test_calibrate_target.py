@@ -21,7 +21,8 @@ import types
 import pytest
 from hypothesis import given, strategies as st
 
-from fakehost import FakeHost
+from sim.host import FakeHost
+from sim.runner import FakeRunner
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import calibrate_target as ct
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.calibrate_target import (
@@ -53,27 +54,6 @@ def _statvfs(total=10 * GIB, free=8 * GIB, frsize=4096, ro=False):
     return types.SimpleNamespace(f_bsize=frsize, f_frsize=frsize, f_blocks=total // frsize, f_bfree=free // frsize,
                                  f_bavail=free // frsize, f_files=65536, f_ffree=65000, f_favail=65000,
                                  f_flag=(1 if ro else 0) | 4096, f_namemax=255)
-
-
-class Run:
-    """run(argv) stand-in: answers from a table, records every call, fails on anything unexpected."""
-
-    def __init__(self, answers=None, default=None):
-        self.answers = dict(answers or {})
-        self.default = default
-        self.calls = []
-
-    def __call__(self, argv):
-        self.calls.append(list(argv))
-        key = tuple(argv)
-        if key in self.answers:
-            answer = self.answers[key]
-            if isinstance(answer, BaseException):
-                raise answer
-            return answer
-        if self.default is not None:
-            return self.default(argv)
-        raise AssertionError("unexpected command %r" % (argv,))
 
 
 def blank_answers(*nodes):
@@ -127,7 +107,7 @@ def space(monkeypatch):
 
 def plan(h, run=None, **params):
     fs = KernelFS(h.root)
-    return plan_target(fs, DeviceResolver(fs), run or Run(), params)
+    return plan_target(fs, DeviceResolver(fs), run or FakeRunner(), params)
 
 
 def refused(h, run=None, **params):
@@ -242,7 +222,7 @@ def test_neither_given(host):
 
 
 def test_blank_disk_is_accepted(host, free_disk):
-    run = Run(blank_answers("vdb"))
+    run = FakeRunner(blank_answers("vdb"))
     t = plan(host, run, device="lab-virtio-data", destructive=True)
     assert (t.kind, t.path, t.size_bytes, t.disk.name, t.filesystem, t.created) == (
         "device", "/dev/vdb", GIB, "vdb", None, False)
@@ -268,7 +248,7 @@ def test_unknown_device(host):
 
 def test_reason_partitions(host, free_disk):
     host.add_partitions("vdb", 2)
-    e = refused(host, Run(blank_answers("vdb", "vdb1", "vdb2")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb", "vdb1", "vdb2")), device="vdb", destructive=True)
     assert e.reasons == ["/dev/vdb (254:16) has 2 partitions (/dev/vdb1, /dev/vdb2): raw calibration would destroy "
                          "them; delete them (wipefs --all on each partition, then on /dev/vdb) or calibrate through a "
                          "filesystem on one of them"]
@@ -300,7 +280,7 @@ def test_reason_signature(host, free_disk, tool_output, expected):
         answers[("blkid", "-p", "-o", "export", "/dev/vdb")] = tool_output["blkid"]
     if "wipefs" in tool_output:
         answers[("wipefs", "--no-act", "--json", "/dev/vdb")] = tool_output["wipefs"]
-    e = refused(host, Run(answers), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(answers), device="vdb", destructive=True)
     assert len(e.reasons) == 1 and e.reasons[0].startswith("/dev/vdb ") and expected in e.reasons[0], e.reasons
 
 
@@ -309,7 +289,7 @@ def test_signature_seen_by_both_tools_is_reported_once(host, free_disk):
     answers[("blkid", "-p", "-o", "export", "/dev/vdb")] = (0, "DEVNAME=/dev/vdb\nTYPE=ext4\nUSAGE=filesystem\n", "")
     answers[("wipefs", "--no-act", "--json", "/dev/vdb")] = (
         0, '{"signatures": [{"device": "vdb", "offset": "0x438", "type": "ext4", "uuid": null, "label": null}]}', "")
-    e = refused(host, Run(answers), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(answers), device="vdb", destructive=True)
     assert len(e.reasons) == 1
 
 
@@ -320,7 +300,7 @@ def test_gpt_protective_mbr_not_double_counted(host, free_disk):
         {"device": "vdb", "offset": "0x200", "type": "gpt", "uuid": None, "label": None},
         {"device": "vdb", "offset": "0x3ffffe00", "type": "gpt", "uuid": None, "label": None},
         {"device": "vdb", "offset": "0x1fe", "type": "PMBR", "uuid": None, "label": None}]}), "")
-    e = refused(host, Run(answers), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(answers), device="vdb", destructive=True)
     assert e.reasons == ["/dev/vdb has a partition table (gpt) (PTUUID p); delete it if its partitions are not needed "
                          "(wipefs --all /dev/vdb)"]
 
@@ -330,7 +310,7 @@ def test_signature_on_partition_is_reported(host, free_disk):
     answers = blank_answers("vdb", "vdb1")
     answers[("blkid", "-p", "-o", "export", "/dev/vdb1")] = (
         0, "DEVNAME=/dev/vdb1\nUUID=p1\nTYPE=ext4\nUSAGE=filesystem\nPART_ENTRY_SCHEME=dos\n", "")
-    e = refused(host, Run(answers), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(answers), device="vdb", destructive=True)
     assert any(r.startswith("/dev/vdb1 carries an ext4 filesystem (UUID p1)") for r in e.reasons), e.reasons
 
 
@@ -342,7 +322,7 @@ def test_signature_on_partition_is_reported(host, free_disk):
     ((2, "", ""), (0, "not json", ""), False),
 ])
 def test_probe_tools_failing(host, free_disk, blkid, wipefs, refused_expected):
-    run = Run({("blkid", "-p", "-o", "export", "/dev/vdb"): blkid, ("wipefs", "--no-act", "--json", "/dev/vdb"): wipefs})
+    run = FakeRunner({("blkid", "-p", "-o", "export", "/dev/vdb"): blkid, ("wipefs", "--no-act", "--json", "/dev/vdb"): wipefs})
     if refused_expected:
         e = refused(host, run, device="vdb", destructive=True)
         assert len(e.reasons) == 1 and e.reasons[0].startswith("cannot tell whether /dev/vdb is blank: blkid -p rc=")
@@ -352,21 +332,21 @@ def test_probe_tools_failing(host, free_disk, blkid, wipefs, refused_expected):
 
 
 def test_runner_that_raises_is_handled(host, free_disk):
-    run = Run({("blkid", "-p", "-o", "export", "/dev/vdb"): CommandError(["blkid"], 2, "", ""),
-               ("wipefs", "--no-act", "--json", "/dev/vdb"): OSError(errno.ENOENT, "No such file")})
+    run = FakeRunner({("blkid", "-p", "-o", "export", "/dev/vdb"): CommandError(["blkid"], 2, "", ""),
+                      ("wipefs", "--no-act", "--json", "/dev/vdb"): OSError(errno.ENOENT, "No such file")})
     assert plan(host, run, device="vdb", destructive=True).kind == "device"
 
 
 def test_tool_paths_from_params(host, free_disk):
-    run = Run({("/usr/sbin/blkid", "-p", "-o", "export", "/dev/vdb"): (2, "", ""),
-               ("/usr/sbin/wipefs", "--no-act", "--json", "/dev/vdb"): (0, EMPTY_WIPEFS, "")})
+    run = FakeRunner({("/usr/sbin/blkid", "-p", "-o", "export", "/dev/vdb"): (2, "", ""),
+                      ("/usr/sbin/wipefs", "--no-act", "--json", "/dev/vdb"): (0, EMPTY_WIPEFS, "")})
     assert plan(host, run, device="vdb", destructive=True, blkid="/usr/sbin/blkid", wipefs="/usr/sbin/wipefs")
 
 
 def test_reason_mounted_partition(host, free_disk):
     host.add_partitions("vdb", 1)
     add_mount(host, "46 29 254:17 / /mnt/lab\\040data rw,relatime shared:126 - ext4 /dev/vdb1 rw")
-    e = refused(host, Run(blank_answers("vdb", "vdb1")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb", "vdb1")), device="vdb", destructive=True)
     assert "/dev/vdb1 is mounted on /mnt/lab data (ext4); unmount it (umount '/mnt/lab data') and remove it from " \
            "/etc/fstab" in e.reasons
 
@@ -374,7 +354,7 @@ def test_reason_mounted_partition(host, free_disk):
 def test_reason_mounted_whole_disk_twice(host, free_disk):
     add_mount(host, "46 29 254:16 / /mnt/a rw,relatime - ext4 /dev/vdb rw")
     add_mount(host, "47 29 254:16 /sub /mnt/b rw,relatime - ext4 /dev/vdb rw")
-    e = refused(host, Run(blank_answers("vdb")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True)
     assert [r for r in e.reasons if "is mounted on" in r] == [
         "/dev/vdb is mounted on /mnt/a (ext4); unmount it (umount /mnt/a) and remove it from /etc/fstab",
         "/dev/vdb is mounted on /mnt/b (ext4); unmount it (umount /mnt/b) and remove it from /etc/fstab"]
@@ -382,13 +362,13 @@ def test_reason_mounted_whole_disk_twice(host, free_disk):
 
 def test_mount_of_other_disk_is_ignored(host, free_disk):
     add_mount(host, "46 29 259:1 / /mnt/x rw - ext4 /dev/nvme1n1 rw")
-    assert plan(host, Run(blank_answers("vdb")), device="vdb", destructive=True).kind == "device"
+    assert plan(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True).kind == "device"
 
 
 def test_reason_active_swap(host, free_disk):
     host.write("/proc/swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
                               "/dev/vdb                                partition\t1048572\t\t2048\t\t-2")
-    e = refused(host, Run(blank_answers("vdb")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True)
     assert e.reasons == ["/dev/vdb is active swap (/dev/vdb in /proc/swaps, 2048 KiB used); swapoff /dev/vdb and "
                          "remove it from /etc/fstab"]
 
@@ -397,13 +377,13 @@ def test_reason_active_swap_through_link(host, free_disk):
     host.add_partitions("vdb", 1)
     host.write("/proc/swaps", "Filename Type Size Used Priority\n"
                               "/dev/disk/by-id/virtio-lab-virtio-data-part1 partition 100 0 -2")
-    e = refused(host, Run(blank_answers("vdb", "vdb1")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb", "vdb1")), device="vdb", destructive=True)
     assert any(r.startswith("/dev/vdb1 is active swap (/dev/disk/by-id/virtio-lab-virtio-data-part1") for r in e.reasons)
 
 
 def test_reason_holder_dm(host, free_disk):
     host.add_dm(name="labdm", slaves=("vdb",))
-    e = refused(host, Run(blank_answers("vdb")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True)
     assert e.reasons == ["/dev/vdb is in use by device-mapper device dm-0 (/dev/mapper/labdm) "
                          "(/sys/class/block/vdb/holders/dm-0); remove it first (lvremove/vgchange -an for LVM, "
                          "dmsetup remove labdm)"]
@@ -412,14 +392,14 @@ def test_reason_holder_dm(host, free_disk):
 def test_reason_holder_md_on_partition(host, free_disk):
     host.add_partitions("vdb", 1)
     host.add_md(members=("vdb1",))
-    e = refused(host, Run(blank_answers("vdb", "vdb1")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb", "vdb1")), device="vdb", destructive=True)
     assert "/dev/vdb1 is in use by md array md0 (/sys/class/block/vdb1/holders/md0); stop it first " \
            "(mdadm --stop /dev/md0)" in e.reasons
 
 
 def test_reason_holder_other_kind(host, free_disk):
     host.link(host.sysdir("vdb") + "/holders/bcache0", "/sys/devices/virtual/block/bcache0")
-    e = refused(host, Run(blank_answers("vdb")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True)
     assert e.reasons == ["/dev/vdb is in use by bcache0 (/sys/class/block/vdb/holders/bcache0); release it first "
                          "(bcache: echo 1 > /sys/block/bcache0/bcache/detach or stop)"]
 
@@ -433,7 +413,7 @@ def test_refuse_dm_without_slaves(host, space):
 
 def test_reason_exclusive_holder(host, monkeypatch):
     monkeypatch.setattr(ct, "probe_exclusive", lambda path: errno.EBUSY)
-    e = refused(host, Run(blank_answers("vdb")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True)
     assert e.reasons == ["/dev/vdb (254:16) is claimed by the kernel: an exclusive open (O_EXCL) fails with EBUSY (a "
                          "mount, swap, md/dm/bcache member or a program that opened it exclusively); it must be free "
                          "before fio may write to it (check with lsblk /dev/vdb and fuser -vm /dev/vdb)"]
@@ -441,7 +421,7 @@ def test_reason_exclusive_holder(host, monkeypatch):
 
 def test_reason_device_node_missing(host, monkeypatch):
     monkeypatch.setattr(ct, "probe_exclusive", lambda path: errno.ENOENT)
-    e = refused(host, Run(blank_answers("vdb")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True)
     assert e.reasons[0].startswith("cannot open /dev/vdb: No such file or directory (ENOENT)")
 
 
@@ -457,7 +437,7 @@ def test_reason_held_open_by_processes(host, free_disk):
     add_opener(host, 1234, "sleep", {0: "/dev/vdb"})
     add_opener(host, 99, "fio", {3: "/dev/vdb1", 4: "/dev/vdb"})
     add_opener(host, 7, "bash", {0: "/dev/pts/0", 1: "pipe:[123]", 2: "/dev/vda"})
-    e = refused(host, Run(blank_answers("vdb", "vdb1")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb", "vdb1")), device="vdb", destructive=True)
     assert e.reasons[0].startswith("/dev/vdb (254:16) has 1 partition")
     assert e.reasons[1:] == ["/dev/vdb is held open by 2 processes: pid 99 (fio) has /dev/vdb, /dev/vdb1 open; "
                              "pid 1234 (sleep) has /dev/vdb open; stop them (kill 99 1234) before calibrating"]
@@ -465,14 +445,14 @@ def test_reason_held_open_by_processes(host, free_disk):
 
 def test_own_process_is_not_an_opener(host, free_disk):
     add_opener(host, os.getpid(), "python3", {5: "/dev/vdb"})
-    assert plan(host, Run(blank_answers("vdb")), device="vdb", destructive=True)
+    assert plan(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True)
 
 
 def test_reason_multipath_head(tmp_path, free_disk):
     h = FakeHost(tmp_path)
     h.add_nvme_multipath_head()
     h.write("/proc/self/mountinfo", ROOT_LINE)
-    e = refused(h, Run(blank_answers("nvme0n1")), device="nvme0n1", destructive=True)
+    e = refused(h, FakeRunner(blank_answers("nvme0n1")), device="nvme0n1", destructive=True)
     assert len(e.reasons) == 1 and "NVMe native-multipath head" in e.reasons[0]
     assert "nvme_core.multipath=N" in e.reasons[0]
 
@@ -480,7 +460,7 @@ def test_reason_multipath_head(tmp_path, free_disk):
 def test_reason_read_only_disk_and_size_zero(host, free_disk):
     host.write(host.sysdir("vdb") + "/ro", "1")
     host.write(host.sysdir("vdb") + "/size", "0")
-    e = refused(host, Run(blank_answers("vdb")), device="vdb", destructive=True)
+    e = refused(host, FakeRunner(blank_answers("vdb")), device="vdb", destructive=True)
     assert e.reasons == ["/dev/vdb (254:16) is read-only (/sys/block/vdb/ro = 1): a raw write calibration needs a "
                          "writable disk", "/dev/vdb (254:16) has size 0 (no medium?)"]
 
@@ -498,7 +478,7 @@ def test_all_reasons_at_once(host, monkeypatch):
     answers[("blkid", "-p", "-o", "export", "/dev/vdb1")] = (0, "DEVNAME=/dev/vdb1\nTYPE=ext4\nUSAGE=filesystem\n", "")
     answers[("blkid", "-p", "-o", "export", "/dev/vdb2")] = (0, "DEVNAME=/dev/vdb2\nTYPE=swap\nUSAGE=other\n", "")
     answers[("blkid", "-p", "-o", "export", "/dev/vdb3")] = (0, "DEVNAME=/dev/vdb3\nTYPE=LVM2_member\nUSAGE=raid\n", "")
-    e = refused(host, Run(answers), device="lab-virtio-data", destructive=True)
+    e = refused(host, FakeRunner(answers), device="lab-virtio-data", destructive=True)
     starts = [
         "/dev/vdb (254:16) has 3 partitions (/dev/vdb1, /dev/vdb2, /dev/vdb3)",
         "/dev/vdb has a partition table (dos)",
@@ -530,7 +510,7 @@ def fs_host(host, line, directory="/mnt/cal"):
 def test_file_target_on_whole_disk(host, space, free_disk):
     fs_host(host, "46 29 259:1 / /mnt/cal rw,relatime shared:126 - ext4 /dev/nvme1n1 rw")
     host.mkdir("/mnt/cal/data")
-    run = Run()
+    run = FakeRunner()
     t = plan(host, run, filesystem="/mnt/cal/data", scratch_size=256 * MIB)
     assert run.calls == [] and free_disk == []          # a file target probes no device
     assert (t.kind, t.disk.name, t.filesystem, t.fstype, t.mount_source) == (
@@ -780,7 +760,7 @@ def test_lab_device_state_replay(tmp_path, monkeypatch, key):
     for pid, info in rec["openers"].items():
         add_opener(h, int(pid), info["comm"], {int(fd): t for fd, t in info["fds"].items()})
     monkeypatch.setattr(ct, "probe_exclusive", lambda path: errno.EBUSY if rec["o_excl"] == "EBUSY" else None)
-    run = Run({tuple(c["argv"]): (c["rc"], c["stdout"], c["stderr"]) for c in rec["commands"]})
+    run = FakeRunner({tuple(c["argv"]): (c["rc"], c["stdout"], c["stderr"]) for c in rec["commands"]})
     fs = KernelFS(h.root)
     params = {"device": rec["serial"], "destructive": True}
     if rec["lab_refused"] is None:
@@ -842,7 +822,7 @@ def test_lab_filesystem_case_replay(tmp_path, monkeypatch, name):
     fs = KernelFS(h.root)
     params = rec["params"]
     if rec["lab_refused"] is None:
-        t = plan_target(fs, DeviceResolver(fs), Run(), params)
+        t = plan_target(fs, DeviceResolver(fs), FakeRunner(), params)
         ok = rec["lab_ok"]
         assert t.disk.name == ok["disk"]["name"]
         for k in ("kind", "size_bytes", "filesystem", "fstype", "mount_source", "free_bytes", "headroom_bytes"):
@@ -850,7 +830,7 @@ def test_lab_filesystem_case_replay(tmp_path, monkeypatch, name):
         assert re.sub(r"-\d+\.scratch$", "", t.path) == re.sub(r"-\d+\.scratch$", "", ok["path"])
     else:
         with pytest.raises(TargetRefused) as exc:
-            plan_target(fs, DeviceResolver(fs), Run(), params)
+            plan_target(fs, DeviceResolver(fs), FakeRunner(), params)
         assert exc.value.reasons == rec["lab_refused"]
 
 
@@ -867,7 +847,7 @@ def test_lab_multipath_head_raw_replay(tmp_path, free_disk):
     rec = MULTIPATH["head_raw_blank"]
     h = _multipath_lab_host(tmp_path)
     h.write("/proc/self/mountinfo", ROOT_LINE)
-    run = Run({tuple(c["argv"]): (c["rc"], c["stdout"], c["stderr"]) for c in rec["commands"]})
+    run = FakeRunner({tuple(c["argv"]): (c["rc"], c["stdout"], c["stderr"]) for c in rec["commands"]})
     assert refused(h, run, **rec["params"]).reasons == rec["refused"]
 
 

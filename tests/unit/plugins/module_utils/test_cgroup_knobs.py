@@ -4,7 +4,7 @@
 
 import pytest
 
-from simcgroup import controller_files
+from sim.cgroup import controller_files
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from fakehost import FakeHost
-from simcgroup import SimCgroup
-from simsystemd import SimSystemd
+from sim.host import FakeHost
+from sim.cgroup import SimCgroup
+from sim.systemd import SimSystemd
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup as cr
 

@@ -4,8 +4,8 @@
 
 import pytest
 
-from fakehost import FakeHost
-from simcgroup import SimCgroup
+from sim.host import FakeHost
+from sim.cgroup import SimCgroup
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import (
     CgroupNameError, GroupDir, GroupFile, SubtreeControl, ancestors, child_groups, controller_of, controllers,

@@ -5,9 +5,9 @@
 """Unit tests for _codecs: hypothesis round-trips through a model of the kernel, and every
 rejection named in the reference / observed kernel output.
 
-The ``Fake*`` classes below re-implement the kernel's write parsers and read-back printers
-(blk-iocost.c, blk-throttle.c, blk-iolatency.c, mm/page_counter.c, ...) independently of the
-codecs, so ``parse(kernel(format(d)))`` checks the codecs against kernel semantics, not against
+The kernel's write parsers and read-back printers are re-implemented independently of the
+codecs: blk-iocost.c by the simulated host's SimIocost (sim/iocost.py), blk-throttle.c,
+blk-iolatency.c, mm/page_counter.c, ... by the ``Fake*`` classes below, so ``parse(kernel(format(d)))`` checks the codecs against kernel semantics, not against
 themselves.
 """
 
@@ -15,140 +15,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import re
 
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs as c
+from sim.iocost import SSD_DFL, SimIocost
+from sim.kernel import U32, U64, einval, split_device
 
-U32 = 2 ** 32 - 1
-U64 = 2 ** 64 - 1
 S64 = 2 ** 63 - 1
-
-
-class KernelError(Exception):
-    def __init__(self, errno):
-        super(KernelError, self).__init__(errno)
-        self.errno = errno
-
-
-# --------------------------------------------------------------------------------------------
-# Fake kernel
-# --------------------------------------------------------------------------------------------
-
-def k_parse_float(text, shift=2):
-    """cgroup_parse_float(): sscanf("%lld.%n%lld%n"), extra digits rounded half-up."""
-    m = re.match(r"^(-?\d+)(?:\.(\d+))?", text)
-    if not m:
-        raise KernelError("EINVAL")
-    whole, frac = int(m.group(1)), m.group(2) or ""
-    if len(frac) < shift:
-        f = int(frac or 0) * 10 ** (shift - len(frac))
-    else:
-        div = 10 ** (len(frac) - shift)
-        f = (int(frac) + div // 2) // div
-    return whole * 10 ** shift + f
-
-
-def k_u64(text):
-    if not re.match(r"^\d+$", text) or int(text) > U64:
-        raise KernelError("EINVAL")
-    return int(text)
-
-
-def split_dev(line):
-    m = re.match(r"^(\d+):(\d+)\s+(.*)$", line.strip("\n"))
-    if not m:
-        raise KernelError("EINVAL")
-    return "%s:%s" % (m.group(1), m.group(2)), m.group(3)
-
-
-AUTOP = {"rbps": 488636629, "rseqiops": 8932, "rrandiops": 8518, "wbps": 427891549,
-         "wseqiops": 28755, "wrandiops": 21940}
-
-
-class FakeCostModel:
-    def __init__(self):
-        self.devs = {}
-
-    def write(self, line):
-        dev, body = split_dev(line)
-        state = self.devs.setdefault(dev, dict(AUTOP, user=False))
-        new = dict(state)
-        for tok in body.split():
-            key, _sep, val = tok.partition("=")
-            if key == "ctrl":
-                if val not in ("auto", "user"):
-                    raise KernelError("EINVAL")
-                new["user"] = val == "user"
-                if val == "auto":
-                    new.update(AUTOP)
-            elif key == "model":
-                if val != "linear":
-                    raise KernelError("EINVAL")
-            elif key in AUTOP:
-                new[key] = k_u64(val)
-                new["user"] = True
-            else:
-                raise KernelError("EINVAL")
-        self.devs[dev] = new
-
-    def read(self):
-        return "".join("%s ctrl=%s model=linear %s\n" % (
-            d, "user" if s["user"] else "auto", " ".join("%s=%d" % (k, s[k]) for k in c.COST_COEFS))
-            for d, s in self.devs.items())
-
-
-class FakeCostQos:
-    def __init__(self):
-        self.devs = {}
-
-    @staticmethod
-    def default():
-        return {"enable": False, "user": False, "rpct": 0, "rlat": 25000, "wpct": 0, "wlat": 25000,
-                "min": 10000, "max": 100000000}
-
-    def write(self, line):
-        dev, body = split_dev(line)
-        s = dict(self.devs.get(dev) or self.default())
-        for tok in body.split():
-            key, _sep, val = tok.partition("=")
-            if key == "enable":
-                s["enable"] = bool(k_u64(val))
-                continue
-            if key == "ctrl":
-                if val not in ("auto", "user"):
-                    raise KernelError("EINVAL")
-                s["user"] = val == "user"
-                if val == "auto":
-                    s.update((k, v) for k, v in self.default().items() if k not in ("enable", "user"))
-                continue
-            if key in ("rpct", "wpct"):
-                v = k_parse_float(val)
-                if v < 0 or v > 10000:
-                    raise KernelError("EINVAL")
-                s[key] = v * 100
-            elif key in ("rlat", "wlat"):
-                s[key] = k_u64(val) & U32          # stored in a u32
-            elif key in ("min", "max"):
-                v = k_parse_float(val)
-                if v < 0:
-                    raise KernelError("EINVAL")
-                s[key] = min(max(v * 100, 10000), 100000000)
-            else:
-                raise KernelError("EINVAL")
-            s["user"] = True
-        if s["min"] > s["max"]:
-            raise KernelError("EINVAL")
-        self.devs[dev] = s
-
-    def read(self):
-        def pct(ppm):
-            return "%d.%02d" % (ppm // 10000, ppm % 10000 // 100)
-        return "".join("%s enable=%d ctrl=%s rpct=%s rlat=%d wpct=%s wlat=%d min=%s max=%s\n" % (
-            d, s["enable"], "user" if s["user"] else "auto", pct(s["rpct"]), s["rlat"], pct(s["wpct"]),
-            s["wlat"], pct(s["min"]), pct(s["max"])) for d, s in self.devs.items())
 
 
 class FakeIoMax:
@@ -156,7 +33,7 @@ class FakeIoMax:
         self.devs = {}
 
     def write(self, line):
-        dev, body = split_dev(line)
+        dev, body = split_device(line)
         v = list(self.devs.get(dev, [U64, U64, U32, U32]))
         for tok in body.split():
             key, _sep, val = tok.partition("=")
@@ -166,11 +43,11 @@ class FakeIoMax:
             elif m:
                 n = int(m.group(0))                # sscanf("%llu") ignores trailing junk
             else:
-                raise KernelError("EINVAL")
+                raise einval("EINVAL")
             if n == 0:
-                raise KernelError("ERANGE")
+                raise OSError(errno.ERANGE, "ERANGE")
             if key not in c.IO_MAX_KEYS or n <= 1:
-                raise KernelError("EINVAL")
+                raise einval("EINVAL")
             idx = c.IO_MAX_KEYS.index(key)
             v[idx] = min(n, U32) if idx >= 2 else n
         self.devs[dev] = v
@@ -190,16 +67,16 @@ class FakeIoLatency:
         self.devs = {}
 
     def write(self, line):
-        dev, body = split_dev(line)
+        dev, body = split_device(line)
         key, _sep, val = body.strip().partition("=")
         if key != "target":
-            raise KernelError("EINVAL")
+            raise einval("EINVAL")
         if val == "max":
             self.devs[dev] = 0
         else:
             m = re.match(r"^\d+", val)
             if not m:
-                raise KernelError("EINVAL")
+                raise einval("EINVAL")
             self.devs[dev] = int(m.group(0)) * 1000 % 2 ** 64     # stored in ns
         if not self.devs[dev]:
             del self.devs[dev]
@@ -218,18 +95,18 @@ class FakeIoWeight:
         if ":" not in line:
             m = re.match(r"^(?:default )?(\d+)$", line)
             if not m or not 1 <= int(m.group(1)) <= self.maximum:
-                raise KernelError("EINVAL")
+                raise einval("EINVAL")
             self.default = int(m.group(1))
             if self.bfq:
                 self.devs = {}
             return
-        dev, body = split_dev(line)
+        dev, body = split_device(line)
         if body.strip() == "default":
             self.devs.pop(dev, None)
         elif re.match(r"^\d+$", body.strip()) and 1 <= int(body) <= self.maximum:
             self.devs[dev] = int(body)
         else:
-            raise KernelError("EINVAL")
+            raise einval("EINVAL")
 
     def read(self):
         return "default %d\n" % self.default + "".join("%s %d\n" % kv for kv in self.devs.items())
@@ -242,7 +119,7 @@ def fake_memory(line, page=4096):
         return "max\n"
     m = re.match(r"^(\d+)([KMGTPE]?)$", line, re.I)
     if not m:
-        raise KernelError("EINVAL")
+        raise einval("EINVAL")
     shift = " KMGTPE".index(m.group(2).upper() or " ") * 10
     pages = min((int(m.group(1)) << shift) // page, S64 // page)
     return "max\n" if pages == S64 // page else "%d\n" % (pages * page)
@@ -329,7 +206,7 @@ latency_device = st.fixed_dictionaries({"target": st.one_of(st.sampled_from(["ma
 @settings(deadline=None)
 @given(st.dictionaries(devs, cost_model_device, min_size=1, max_size=3))
 def test_cost_model_roundtrip(desired):
-    want, have = assert_roundtrip(c.IO_COST_MODEL, desired, FakeCostModel())
+    want, have = assert_roundtrip(c.IO_COST_MODEL, desired, SimIocost(devices=None).file("io.cost.model"))
     for dev, w in want.items():
         if w["ctrl"] == "user":
             assert have[dev] == w              # the full user set is read back exactly
@@ -338,7 +215,7 @@ def test_cost_model_roundtrip(desired):
 @settings(deadline=None)
 @given(st.dictionaries(devs, qos_device(), min_size=1, max_size=3))
 def test_cost_qos_roundtrip(desired):
-    want, have = assert_roundtrip(c.IO_COST_QOS, desired, FakeCostQos())
+    want, have = assert_roundtrip(c.IO_COST_QOS, desired, SimIocost(devices=None).file("io.cost.qos"))
     for dev, w in want.items():
         if w.get("ctrl") == "user":
             assert dict((k, have[dev][k]) for k in w) == w     # enable is only compared when managed
@@ -465,7 +342,7 @@ def test_cost_model_parse_observed_line():
     text = ("259:0 ctrl=auto model=linear rbps=488636629 rseqiops=8932 rrandiops=8518 wbps=427891549 "
             "wseqiops=28755 wrandiops=21940\n")
     parsed = c.IO_COST_MODEL.parse(text)
-    assert parsed == {"259:0": dict(AUTOP, ctrl="auto", model="linear")}
+    assert parsed == {"259:0": dict(SSD_DFL, ctrl="auto", model="linear")}
     assert c.IO_COST_MODEL.as_desired(parsed) == {"259:0": {"ctrl": "auto"}}
     assert c.IO_COST_MODEL.format({"259:0": {"ctrl": "auto"}}) == ["259:0 ctrl=auto"]
     assert c.IO_COST_MODEL.matches(c.IO_COST_MODEL.normalize({"259:0": {"ctrl": "auto"}}), parsed)
@@ -665,11 +542,11 @@ REJECT = [
     (c.IO_COST_MODEL, {"259:0": {"wiops": 1}}, ["'wrandiops'", "'wseqiops'"]),
     (c.IO_COST_MODEL, {"259:0": {"rbpz": 1}}, ["'rbpz'", "did you mean 'rbps'"]),
     (c.IO_COST_MODEL, {"259:0": {"foo": 1}}, ["'foo'", "valid keys: ctrl, model, rbps"]),
-    (c.IO_COST_MODEL, {"259:0": dict(AUTOP, rbps=0)}, ["rbps=0", "meaningless", "ctrl=auto"]),
-    (c.IO_COST_MODEL, {"259:0": dict(AUTOP, rbps="1G")}, ["rbps=1G", "digits only"]),
-    (c.IO_COST_MODEL, {"259:0": dict(AUTOP, rbps="abc")}, ["rbps=abc", "not a plain integer"]),
-    (c.IO_COST_MODEL, {"259:0": dict(AUTOP, rbps=U64 + 1)}, ["rbps=", "out of range"]),
-    (c.IO_COST_MODEL, {"259:0": dict(AUTOP, rbps=1.5)}, ["rbps=1.5", "not an integer"]),
+    (c.IO_COST_MODEL, {"259:0": dict(SSD_DFL, rbps=0)}, ["rbps=0", "meaningless", "ctrl=auto"]),
+    (c.IO_COST_MODEL, {"259:0": dict(SSD_DFL, rbps="1G")}, ["rbps=1G", "digits only"]),
+    (c.IO_COST_MODEL, {"259:0": dict(SSD_DFL, rbps="abc")}, ["rbps=abc", "not a plain integer"]),
+    (c.IO_COST_MODEL, {"259:0": dict(SSD_DFL, rbps=U64 + 1)}, ["rbps=", "out of range"]),
+    (c.IO_COST_MODEL, {"259:0": dict(SSD_DFL, rbps=1.5)}, ["rbps=1.5", "not an integer"]),
     (c.IO_COST_MODEL, {"259:0": {"model": "quadratic"}}, ["model=quadratic", "linear"]),
     (c.IO_COST_MODEL, {"259:0": {"model": "linear"}}, ["nothing to set", "ctrl=auto"]),
     (c.IO_COST_MODEL, {"259:0": {"rbps": 1500000000}}, ["needs all six", "missing rseqiops"]),

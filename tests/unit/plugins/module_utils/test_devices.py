@@ -14,7 +14,7 @@ import os
 import pytest
 from hypothesis import given, strategies as st
 
-from fakehost import FakeHost
+from sim.host import FakeHost
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import devices as _devices
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import (

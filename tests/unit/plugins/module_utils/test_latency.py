@@ -16,7 +16,8 @@ from hypothesis import given, strategies as st
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_latency as lat
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 
-from fakehost import FakeHost
+from sim.host import FakeHost
+from sim.runner import FakeRunner
 
 
 @given(st.integers(min_value=0, max_value=(16 << 26) - 1))
@@ -168,18 +169,6 @@ def test_an_overrunning_probe_is_stopped(tmp_path, monkeypatch):
         os.kill(int(pidfile.read_text()), 0)     # gone and reaped
 
 
-class FakeRunner:
-    def __init__(self, tool):
-        self.tool = tool
-
-    def which(self, name):
-        return self.tool if name == "bpftrace" else None
-
-    def run(self, argv):
-        assert argv == [self.tool, "--version"]
-        return 0, "bpftrace v0.17.0\n", ""
-
-
 @pytest.mark.parametrize("params, message", [
     ({"seconds": 0, "depth": 1}, "seconds=0: the window is 1 to 3600 seconds"),
     ({"seconds": 3601, "depth": 1}, "seconds=3601"),
@@ -187,13 +176,13 @@ class FakeRunner:
 ])
 def test_bad_options_are_refused_before_the_probe_runs(params, message):
     with pytest.raises(lat.LatencyError, match=message):
-        lat.run(dict(params, devices=[], cgroups=[]), None, FakeRunner(None))
+        lat.run(dict(params, devices=[], cgroups=[]), None, FakeRunner())
 
 
 def test_run_reports_a_missing_tool_before_anything_runs(monkeypatch):
     monkeypatch.setattr(lat.os, "geteuid", lambda: 0)
     with pytest.raises(lat.LatencyError, match="bpftrace is not installed"):
-        lat.run({"seconds": 5, "depth": 1, "devices": [], "cgroups": []}, None, FakeRunner(None))
+        lat.run({"seconds": 5, "depth": 1, "devices": [], "cgroups": []}, None, FakeRunner())
 
 
 def test_a_cgroup_removed_during_the_window_keeps_the_name_scanned_before(host):

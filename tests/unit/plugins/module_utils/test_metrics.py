@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from fakehost import FakeHost
-from metricshost import EXPECTED, VERIFY, lab_host
+from sim.host import FakeHost
+from sim.metrics import EXPECTED, VERIFY, lab_host
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_latency as _latency
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as m

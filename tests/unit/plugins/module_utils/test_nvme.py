@@ -15,7 +15,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._boot import 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import devices
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import kernelfs as _kernelfs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import nvme
-from fakehost import FakeHost
+from sim.host import FakeHost
 
 
 def test_scan_reads_every_controller_in_natural_order(tmp_path):

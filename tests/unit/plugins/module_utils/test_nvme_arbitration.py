@@ -12,7 +12,6 @@ same output formats (fixtures/nvme_arbitration/synthetic-*.json, checked against
 import importlib.util
 import json
 import os
-import sys
 import time
 import types
 
@@ -25,12 +24,10 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import NVME_ARBITRATION_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
-from fakehost import FakeHost
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nvme_arbitration")
-sys.path.insert(0, FIXTURES)
-import nvme_sim  # noqa: E402  pylint: disable=wrong-import-position
-from nvme_sim import SimController, SimNvme  # noqa: E402  pylint: disable=wrong-import-position
+from sim import nvme as simnvme
+from sim.host import FakeHost
+from sim.nvme import SimController, SimNvme, recorded_host
 
 BOOTS = [("debian12", False), ("debian12", True), ("debian13", False), ("debian13", True)]
 BOOT_IDS = ["debian12-default", "debian12-iomem", "debian13-default", "debian13-iomem"]
@@ -49,18 +46,9 @@ class Lab(object):
     """Fake sysfs like the lab guest plus SimNvme answering like its nvme-cli."""
 
     def __init__(self, tmp_path, guest="debian12", iomem=False, sim=None):
-        h = FakeHost(tmp_path)
-        h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1)
-        h.add_virtio(name="vdb", majmin="254:16", serial="lab-virtio-data")
-        rec = nvme_sim.recording(guest, iomem)
-        # Controller names as that boot had them: the Debian 13 default-boot recording has nvme0 = lab-nvme-b
-        # (6.12 probes asynchronously and numbered the controller at 09.0 first).
-        self.names = {}
-        for name, attrs in sorted(rec["controllers"].items()):
-            n = int(name[len("nvme"):])
-            h.add_nvme(ctrl=n, serial=attrs["serial"].strip(), majmin="259:%d" % n, pci=attrs["address"])
-            self.names[attrs["serial"].strip()] = name
-        h.write("/proc/cmdline", rec["cmdline"])
+        h = recorded_host(tmp_path, guest, iomem, vdb=True)
+        rec = simnvme.recording(guest, iomem)
+        self.names = dict((attrs["serial"].strip(), name) for name, attrs in rec["controllers"].items())
         self.host = h
         self.fs = KernelFS(h.root)
         self.nvme = sim or SimNvme.from_recording(guest, iomem)
@@ -95,8 +83,8 @@ def changeable(lab, saveable=False, names=("nvme0", "nvme1")):
 def test_decode_matches_nvme_cli_human_readable_output():
     # nvme get-feature -f 1 -H on both guests: 0x00000007 -> HPW/MPW/LPW 1 (weights, 1-based), AB "No limit".
     for guest, iomem in BOOTS:
-        rec = nvme_sim.recording(guest, iomem)
-        human = nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "-f", "1", "-H"])[1]
+        rec = simnvme.recording(guest, iomem)
+        human = simnvme.find(rec, ["nvme", "get-feature", "/dev/nvme0", "-f", "1", "-H"])[1]
         fields = arb.decode(0x00000007)
         assert "Current value:0x00000007" in human
         assert "High Priority Weight   (HPW): %d" % (fields["high_weight"] + 1) in human
@@ -177,7 +165,7 @@ def test_ordinary_selectors_pass(selector):
 
 @pytest.mark.parametrize("guest, iomem", BOOTS, ids=BOOT_IDS)
 def test_get_feature_lines_of_both_nvme_cli_versions_parse(guest, iomem):
-    rec = nvme_sim.recording(guest, iomem)
+    rec = simnvme.recording(guest, iomem)
     expect = {"--sel=0": ("Current", 7), "--sel=1": ("Default", 7), "--sel=2": ("Saved", 7),
               "--sel=3": ("Supported capabilities", 0)}
     seen = 0
@@ -200,56 +188,56 @@ def test_get_feature_parser_refuses_other_output():
 
 def test_capabilities_line_with_and_without_0x_prefix():
     # Recorded: 0 prints as 00000000, non-zero as 0x00000004 plus one line per capability bit.
-    rec = nvme_sim.recording("debian12", True)
-    temp = nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=4", "--sel=3"])[1]
+    rec = simnvme.recording("debian12", True)
+    temp = simnvme.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=4", "--sel=3"])[1]
     assert temp.splitlines()[1].strip() == "Feature is changeable"
     assert nvme.parse_get_feature(temp, fid=0x04) == ("Supported capabilities", 4)
     assert nvme.parse_get_feature("get-feature:0x01 (Arbitration), Supported capabilities value:00000000\n") == \
         ("Supported capabilities", 0)
 
 
-@given(st.integers(min_value=0, max_value=0xffffffff), st.sampled_from(sorted(nvme_sim.SELECT_NAMES)))
+@given(st.integers(min_value=0, max_value=0xffffffff), st.sampled_from(sorted(simnvme.SELECT_NAMES)))
 @hsettings(max_examples=200)
 def test_simulated_get_feature_output_parses_back(value, select):
     ctrl = SimController("nvme0", "x", current=value, default=value, saved=value, capabilities=value)
     _rc, out, _err = ctrl.get_feature(select)
-    assert nvme.parse_get_feature(out) == (nvme_sim.SELECT_NAMES[select], value)
+    assert nvme.parse_get_feature(out) == (simnvme.SELECT_NAMES[select], value)
 
 
 @pytest.mark.parametrize("guest, iomem", BOOTS, ids=BOOT_IDS)
 def test_set_feature_refusals_decode(guest, iomem):
-    rec = nvme_sim.recording(guest, iomem)
+    rec = simnvme.recording(guest, iomem)
     cases = {("--value=0x03020103",): 0x410e, ("--value=0x03020103", "--save"): 0x410d,
              ("--value=0x00000007",): 0x410e, ("--value=0x00000007", "--save"): 0x410d}
     for tail, value in cases.items():
-        rc, _out, err = nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0", "--feature-id=1"] + list(tail))
+        rc, _out, err = simnvme.find(rec, ["nvme", "set-feature", "/dev/nvme0", "--feature-id=1"] + list(tail))
         status = nvme.parse_status(err)
         assert rc == 1 and status.value == value and status.sct == 1 and status.dnr and status.refusal
         assert status.not_saveable == (value == 0x410d)
-    status = nvme.parse_status(nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0n1", "--feature-id=1",
-                                             "--value=0x03020103"])[2])
+    status = nvme.parse_status(simnvme.find(rec, ["nvme", "set-feature", "/dev/nvme0n1", "--feature-id=1",
+                                            "--value=0x03020103"])[2])
     assert status.value == 0x410f and status.name == "Feature Not Namespace Specific" and not status.refusal
-    status = nvme.parse_status(nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=0x7f",
-                                             "--sel=0"])[2])
+    status = nvme.parse_status(simnvme.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=0x7f",
+                                            "--sel=0"])[2])
     assert (status.sct, status.sc) == (0, 0x02) and status.refusal
-    missing = nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme9", "--feature-id=1", "--sel=0"])[2]
+    missing = simnvme.find(rec, ["nvme", "get-feature", "/dev/nvme9", "--feature-id=1", "--sel=0"])[2]
     assert nvme.parse_status(missing) is None and missing.startswith("/dev/nvme9: No such file or directory")
 
 
 def test_status_describe_names_code_meaning_and_fix():
-    status = nvme.parse_status(nvme_sim.status_stderr(0x410e), arb.STATUS_HINTS)
+    status = nvme.parse_status(simnvme.status_stderr(0x410e), arb.STATUS_HINTS)
     assert status.describe() == ("NVMe status 0x410e Feature Not Changeable (status code type 1, status code 0x0e, "
                                  "do not retry)")
     assert "when_unsupported: warn" in status.hint
-    assert "save: false" in nvme.parse_status(nvme_sim.status_stderr(0x410d), arb.STATUS_HINTS).hint
+    assert "save: false" in nvme.parse_status(simnvme.status_stderr(0x410d), arb.STATUS_HINTS).hint
     assert nvme.parse_status("NVMe status: Something New: text(0x4281)").name == "Something New"
 
 
 @pytest.mark.parametrize("guest, iomem", BOOTS, ids=BOOT_IDS)
 def test_show_regs_only_with_iomem_relaxed(guest, iomem):
-    rec = nvme_sim.recording(guest, iomem)
-    rc, out, err = nvme_sim.find(rec, ["nvme", "show-regs", "/dev/nvme0"])
-    cli = nvme.NvmeCli(SimNvme.from_recording(guest, iomem), nvme=nvme_sim.NVME)
+    rec = simnvme.recording(guest, iomem)
+    rc, out, err = simnvme.find(rec, ["nvme", "show-regs", "/dev/nvme0"])
+    cli = nvme.NvmeCli(SimNvme.from_recording(guest, iomem), nvme=simnvme.NVME)
     ctrl = nvme.NvmeController(name="nvme0", dev_path="/dev/nvme0", transport="pcie")
     regs, problem = cli.show_regs(ctrl)
     if iomem:
@@ -272,34 +260,34 @@ def test_show_regs_failure_is_decided_by_the_exit_code_not_the_text():
     plausible = (1, "cap     : 4018200f0107ff\nversion : 10400\ncc      : 0\ncsts    : 0\n",
                  "get-property: Invalid argument\n")
     sim = SimNvme([SimController("nvme0", "x", show_regs=plausible)])
-    regs, problem = nvme.NvmeCli(sim, nvme=nvme_sim.NVME).show_regs(nvme.NvmeController(name="nvme0", dev_path="/dev/nvme0"))
+    regs, problem = nvme.NvmeCli(sim, nvme=simnvme.NVME).show_regs(nvme.NvmeController(name="nvme0", dev_path="/dev/nvme0"))
     assert regs is None and "failed: get-property: Invalid argument" in problem
     zero = SimNvme([SimController("nvme0", "x", show_regs=(0, "cap     : 0\nversion : 0\ncc      : 0\n", ""))])
-    assert nvme.NvmeCli(zero, nvme=nvme_sim.NVME).show_regs(nvme.NvmeController(name="nvme0", dev_path="/dev/nvme0"))[0] \
+    assert nvme.NvmeCli(zero, nvme=simnvme.NVME).show_regs(nvme.NvmeController(name="nvme0", dev_path="/dev/nvme0"))[0] \
         is None, "an all-zero register file is not a controller"
 
 
 def test_show_regs_json_mode_is_unusable_on_nvme_cli_2_3():
     # Why the module parses the plain output: 2.3's JSON mode exits 1 even when it read the registers, and
     # without iomem=relaxed it printed garbage once and aborted (double free) the next time.
-    ok = nvme_sim.recording("debian12", True)
-    rc, out, err = nvme_sim.find(ok, ["nvme", "show-regs", "/dev/nvme0", "-o", "json"])
+    ok = simnvme.recording("debian12", True)
+    rc, out, err = simnvme.find(ok, ["nvme", "show-regs", "/dev/nvme0", "-o", "json"])
     assert rc == 1 and json.loads(out)["cc"] == 0x460061 and err == ""
-    bad = nvme_sim.recording("debian12", False)
-    assert nvme_sim.find(bad, ["nvme", "show-regs", "/dev/nvme0", "-o", "json"])[0] != 0
-    rc, out, _err = nvme_sim.find(nvme_sim.recording("debian13", True), ["nvme", "show-regs", "/dev/nvme0", "-o", "json"])
+    bad = simnvme.recording("debian12", False)
+    assert simnvme.find(bad, ["nvme", "show-regs", "/dev/nvme0", "-o", "json"])[0] != 0
+    rc, out, _err = simnvme.find(simnvme.recording("debian13", True), ["nvme", "show-regs", "/dev/nvme0", "-o", "json"])
     assert rc == 0 and json.loads(out)["cc"] == 0x460061
 
 
 def test_json_get_feature_exists_only_on_2_13():
     get_json = ["nvme", "get-feature", "/dev/nvme0", "-f", "1", "-s", "0", "-o", "json"]
-    old = nvme_sim.find(nvme_sim.recording("debian12", True), get_json)
+    old = simnvme.find(simnvme.recording("debian12", True), get_json)
     assert old[0] == 1 and "unrecognized option '-o'" in old[2]
-    new = nvme_sim.find(nvme_sim.recording("debian13", True), get_json)
+    new = simnvme.find(simnvme.recording("debian13", True), get_json)
     assert json.loads(new[1])["feature: 0x01"][0]["Current"] == "0x00000007"
     # and 2.13's JSON error for set-feature drops the status code the module needs
     set_json = ["nvme", "set-feature", "/dev/nvme0", "--feature-id=1", "--value=0x03020103", "-o", "json"]
-    err = nvme_sim.find(nvme_sim.recording("debian13", True), set_json)
+    err = simnvme.find(simnvme.recording("debian13", True), set_json)
     assert err[0] == 1 and "410e" not in err[1] and nvme.parse_status(err[1] + err[2]) is None
 
 
@@ -307,18 +295,18 @@ def test_json_get_feature_exists_only_on_2_13():
 def test_short_value_option_is_a_trap_on_nvme_cli_2_13(guest, iomem):
     """Recorded with the one feature QEMU lets the host change (Temperature Threshold, FID 0x04): 2.13 reads
     -v as --verbose, sends Dword 11 = 0 and exits 0; 2.3 reads it as --value. --value= works in both."""
-    rec = nvme_sim.recording(guest, iomem)
-    held = nvme_sim.parse_value(nvme_sim.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=4", "--sel=0"])[1])
+    rec = simnvme.recording(guest, iomem)
+    held = simnvme.parse_value(simnvme.find(rec, ["nvme", "get-feature", "/dev/nvme0", "--feature-id=4", "--sel=0"])[1])
     value = "0x%08x" % held
-    rc, out, _err = nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0", "-f", "4", "-v", value])
+    rc, out, _err = simnvme.find(rec, ["nvme", "set-feature", "/dev/nvme0", "-f", "4", "-v", value])
     sent = nvme.parse_set_feature(out)
     assert rc == 0 and sent == (0 if guest == "debian13" else held)
-    rc, out, _err = nvme_sim.find(rec, ["nvme", "set-feature", "/dev/nvme0", "--feature-id=4", "--value=" + value])
+    rc, out, _err = simnvme.find(rec, ["nvme", "set-feature", "/dev/nvme0", "--feature-id=4", "--value=" + value])
     assert rc == 0 and nvme.parse_set_feature(out) == held
     assert out == "set-feature:0x04 (Temperature Threshold), value:%s, cdw12:00000000, save:0\n" % value
     # the simulator parses options like the recorded version did
     sim = SimNvme([SimController("nvme0", "x", capabilities=0x4)], version=rec["nvme_cli"].split()[2])
-    sim.run([nvme_sim.NVME, "set-feature", "/dev/nvme0", "-f", "1", "-v", "0x00000003"], check=False)
+    sim.run([simnvme.NVME, "set-feature", "/dev/nvme0", "-f", "1", "-v", "0x00000003"], check=False)
     assert sim["nvme0"].current == (0 if guest == "debian13" else 3)
 
 
@@ -334,7 +322,7 @@ def test_set_feature_that_sent_another_value_is_an_error(tmp_path):
 @pytest.mark.parametrize("guest, iomem", BOOTS, ids=BOOT_IDS)
 def test_sim_replays_the_recordings(guest, iomem):
     """Every recorded nvme-cli answer the module relies on comes out of the simulator unchanged."""
-    rec = nvme_sim.recording(guest, iomem)
+    rec = simnvme.recording(guest, iomem)
     sim = SimNvme.from_recording(guest, iomem)
     replayed = 0
     for r in rec["records"]:
@@ -344,18 +332,18 @@ def test_sim_replays_the_recordings(guest, iomem):
             or argv[1:] in (["show-regs", "/dev/nvme0"], ["show-regs", "/dev/nvme1"])
         if not used or argv[2] == "/dev/nvme0n1":
             continue
-        assert sim.run([nvme_sim.NVME] + argv[1:], check=False) == (r["rc"], r["stdout"], r["stderr"]), argv
+        assert sim.run([simnvme.NVME] + argv[1:], check=False) == (r["rc"], r["stdout"], r["stderr"]), argv
         replayed += 1
     assert replayed >= 15
 
 
 def test_synthetic_fixture_matches_the_simulator():
-    syn = nvme_sim.load("synthetic-changeable-saveable-controller.json")
+    syn = simnvme.load("synthetic-changeable-saveable-controller.json")
     assert syn["source"] == "synthetic"
     ctrl = SimController("nvme0", "SYNTH-0001", capabilities=0x5)
     sim = SimNvme([ctrl])
     for r in syn["records"]:
-        got = sim.run([nvme_sim.NVME] + r["argv"][1:], check=False)
+        got = sim.run([simnvme.NVME] + r["argv"][1:], check=False)
         assert got == (r["rc"], r["stdout"], r["stderr"]), r["argv"]
 
 
@@ -547,7 +535,7 @@ def test_refusal_at_write_under_warn_skips_that_controller_and_applies_the_other
 def test_skip_by_capabilities_and_skip_by_refusal_in_one_call_warn_once_each(tmp_path):
     lab = Lab(tmp_path, "debian13", True)
     # nvme1: capabilities unreadable (select 3 answers Invalid Field), so its refusal comes from Set Features
-    lab.nvme["nvme1"].fail[("get-feature", "3")] = (1, "", nvme_sim.status_stderr(0x4002))
+    lab.nvme["nvme1"].fail[("get-feature", "3")] = (1, "", simnvme.status_stderr(0x4002))
     result = lab.run(controllers=["nvme0", "nvme1"], burst=3, when_unsupported="warn")
     assert result["changed"] is False and [c["status"] for c in result["controllers"]] == ["skipped", "skipped"]
     assert len(result["warnings"]) == 2, result["warnings"]
@@ -560,7 +548,7 @@ def test_skip_by_capabilities_and_skip_by_refusal_in_one_call_warn_once_each(tmp
 def test_retry_after_a_refusal_does_not_repeat_notes(tmp_path):
     lab = Lab(tmp_path, "debian13", True)
     lab.nvme["nvme1"].configure(current=0x3)  # synthetic: holds burst 3, capabilities unreadable
-    lab.nvme["nvme1"].fail[("get-feature", "3")] = (1, "", nvme_sim.status_stderr(0x4002))
+    lab.nvme["nvme1"].fail[("get-feature", "3")] = (1, "", simnvme.status_stderr(0x4002))
     result = lab.run(controllers=["nvme0", "nvme1"], burst="unlimited", when_unsupported="warn")
     a, b = result["controllers"]
     assert (a["status"], b["status"]) == ("unchanged", "skipped")
@@ -575,8 +563,8 @@ def test_change_is_applied_read_back_and_persisted_by_serial(tmp_path):
     result = lab.run(burst=3, low_weight=1, medium_weight=2, high_weight=3)
     assert result["changed"] is True
     assert lab.nvme.set_calls() == [
-        [nvme_sim.NVME, "set-feature", "/dev/nvme0", "--feature-id=1", "--value=0x03020103"],
-        [nvme_sim.NVME, "set-feature", "/dev/nvme1", "--feature-id=1", "--value=0x03020103"]]
+        [simnvme.NVME, "set-feature", "/dev/nvme0", "--feature-id=1", "--value=0x03020103"],
+        [simnvme.NVME, "set-feature", "/dev/nvme1", "--feature-id=1", "--value=0x03020103"]]
     a = result["controllers"][0]
     assert a["status"] == "changed" and a["dw11"] == "0x03020103"
     assert a["arbitration"] == {"burst": 3, "burst_commands": 8, "low_weight": 1, "medium_weight": 2, "high_weight": 3}
@@ -664,7 +652,7 @@ def test_save_without_select_support_is_not_saveable(tmp_path):
 def test_save_refused_at_write_under_warn_retries_without_save(tmp_path):
     lab = changeable(Lab(tmp_path, "debian13", True), saveable=False, names=("nvme0",))
     # capabilities unreadable (select 3 answers Invalid Field): the refusal comes from Set Features itself
-    lab.nvme["nvme0"].fail[("get-feature", "3")] = (1, "", nvme_sim.status_stderr(0x4002))
+    lab.nvme["nvme0"].fail[("get-feature", "3")] = (1, "", simnvme.status_stderr(0x4002))
     result = lab.run(controllers=["nvme0"], burst=3, save=True, when_unsupported="warn")
     sent = [c[-2:] for c in lab.nvme.set_calls()]
     assert sent == [["--value=0x00000003", "--save"], ["--feature-id=1", "--value=0x00000003"]]
@@ -719,7 +707,7 @@ def test_nvme_cli_missing(tmp_path):
 
 def test_get_feature_failure_names_device_and_command(tmp_path):
     lab = Lab(tmp_path, "debian13", False)
-    lab.nvme["nvme0"].fail["get-feature"] = (1, "", nvme_sim.status_stderr(0x4002))
+    lab.nvme["nvme0"].fail["get-feature"] = (1, "", simnvme.status_stderr(0x4002))
     with pytest.raises(ReconcileError) as e:
         lab.run()
     assert lab.names["lab-nvme-b"] == "nvme0", "the recording swapped the names"

@@ -21,9 +21,9 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_queues as nq
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import is_managed
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import ModuleError, ReconcileError
-from fakehost import FakeHost
-from simkernel import SimKernel
-from simnvme import RELEASE, MODDIR, INITRD, LAB_INITRAMFS, NVME_IN_INITRAMFS, Lab
+from sim.host import FakeHost
+from sim.kernel import SimKernel
+from sim.nvme import RELEASE, MODDIR, INITRD, LAB_INITRAMFS, NVME_IN_INITRAMFS, Lab
 
 
 @pytest.fixture
@@ -199,7 +199,7 @@ def test_initramfs_listing(lab):
     assert info["contains_nvme"] is False and info["includes_options"] is False
     host.initramfs()
     assert len(lab.runner.called("lsinitramfs")) == 1, "listed once per call (seconds each under TCG)"
-    lab.runner.initramfs += NVME_IN_INITRAMFS + [nq.CONF_PATH.lstrip("/")]
+    lab.initramfs.files += NVME_IN_INITRAMFS + [nq.CONF_PATH.lstrip("/")]
     info = host.initramfs(refresh=True)
     assert info["contains_nvme"] is True and info["includes_options"] is True
 

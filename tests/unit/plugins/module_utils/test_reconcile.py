@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from simkernel import SimKernel
+from sim.kernel import SimKernel
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import ManagedFile, stamped, is_managed

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """_blk_queue through the engine against simulated queue files (rules observed on 6.1 and 6.12).
 
-The simulation (tests/unit/simqueue.py) follows the lab transcripts in docs/blk_queue.md: a
+The simulation (tests/unit/sim/blk_queue.py) follows the lab transcripts in docs/blk_queue.md: a
 scheduler switch resets nr_requests, nr_requests < 4 reads 4 and is limited by the tag depth or
 2048, wbt ignores a write of the latency it holds and 6.12 shows 0 while bfq/iocost keep it off.
 """
@@ -20,11 +20,10 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import ETC_RULES_DIR
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
-from fakehost import FakeHost
-from simkernel import SimKernel
-from simqueue import SimQueue
+from sim.blk_queue import RELEASES as RELEASE, SimQueue, queue_host
+from sim.host import FakeHost
+from sim.kernel import SimKernel
 
-RELEASE = {"6.1": "6.1.0-57-amd64", "6.12": "6.12.118+deb13-amd64"}
 QOS_ON = "%s enable=1 ctrl=auto rpct=0.00 rlat=25000 wpct=0.00 wlat=25000 min=1.00 max=10000.00"
 
 
@@ -34,26 +33,13 @@ class Lab(object):
 
     def __init__(self, root, kernel="6.12", modules=True, **nvme_a):
         self.kernel = kernel
-        h = FakeHost(root, kernel=RELEASE[kernel])
-        h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1, hw_queues=2)
-        h.add_virtio(name="vdb", majmin="254:16", serial="lab-virtio-data", hw_queues=2)
-        h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-        h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
-        h.add_dm(name="vg0-lv0", slaves=["vdb"])
-        h.add_cgroup_root()
-        if modules:
-            base = "/lib/modules/%s/" % RELEASE[kernel]
-            h.write(base + "modules.alias", "alias bfq-iosched bfq\nalias pci:v00001B36d00000010sv* nvme")
-            h.write(base + "modules.dep", "kernel/block/bfq.ko.xz:\nkernel/block/kyber-iosched.ko.xz:\n"
-                                          "kernel/drivers/nvme/host/nvme.ko.xz: kernel/drivers/nvme/host/nvme-core.ko.xz")
+        lab_modules = (["alias bfq-iosched bfq", "alias pci:v00001B36d00000010sv* nvme"],
+                       ["kernel/block/bfq.ko.xz:", "kernel/block/kyber-iosched.ko.xz:",
+                        "kernel/drivers/nvme/host/nvme.ko.xz: kernel/drivers/nvme/host/nvme-core.ko.xz"])
+        h = queue_host(root, kernel=kernel, dm=True, modules=lab_modules if modules else None, **nvme_a)
         self.host = h
-        self.sim = SimKernel(h.root)
-        self.q = {
-            "nvme0n1": SimQueue(self.sim, h, "nvme0n1", kernel=kernel, **nvme_a),
-            "nvme1n1": SimQueue(self.sim, h, "nvme1n1", kernel=kernel),
-            "vdb": SimQueue(self.sim, h, "vdb", kernel=kernel, nr_tags=256, rotational=True,
-                            max_hw_sectors_kb=2147483647),
-        }
+        self.sim = h.sim
+        self.q = h.q
 
     def iocost(self, name, majmin):
         self.sim.state[bq.IOCOST_QOS] = QOS_ON % majmin

@@ -15,7 +15,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import (
     CodecSetting, Reconciler, ReconcileError,
 )
-from simkernel import ROOT, SSD_DFL, SimIocost, SimKernel
+from sim.iocost import ROOT, SSD_DFL, SimIocost
+from sim.kernel import SimKernel
 
 USER_MODEL = {"rbps": 2000000000, "rseqiops": 100000, "rrandiops": 100000, "wbps": 1000000000,
               "wseqiops": 50000, "wrandiops": 50000}

@@ -16,7 +16,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as sc
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import is_managed, stamped
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
-from simsysctl import PAGE, SCHED_61, SYSCTLS, U32, SysctlHost
+from sim.sysctl import PAGE, SCHED_61, SYSCTLS, U32, SysctlHost
 
 
 def owned(body):

@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from fakehost import FakeHost
-from simcgroup import SimCgroup
-from simsystemd import SimSystemd
+from sim.host import FakeHost
+from sim.runner import FakeRunner
+from sim.cgroup import SimCgroup
+from sim.systemd import SimSystemd
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import CgroupNameError
@@ -24,17 +25,7 @@ VIRTIO_LINK = "/dev/disk/by-id/virtio-lab-data"
 WWN_LINK = "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4"
 
 
-class FakeRunner:
-    """Runner stand-in: answers argv tuples from a table and records every call."""
-
-    def __init__(self, answers=None):
-        self.answers = answers or {}
-        self.calls = []
-
-    def run(self, argv, check=True, data=None, stderr_is_error=False):
-        assert isinstance(argv, list)
-        self.calls.append(list(argv))
-        return self.answers.get(tuple(argv), (1, "", "Unit not found."))
+NOT_FOUND = (1, "", "Unit not found.")     # what the runner answers a command its table does not list
 
 
 @pytest.fixture(scope="module")
@@ -486,9 +477,9 @@ def test_argv_builders():
 
 
 def test_systemd_version():
-    runner = FakeRunner({("systemctl", "--version"): (0, "systemd 252 (252.39-1~deb12u1)\n+PAM +AUDIT\n", "")})
+    runner = FakeRunner({("systemctl", "--version"): (0, "systemd 252 (252.39-1~deb12u1)\n+PAM +AUDIT\n", "")}, default=NOT_FOUND)
     assert sd.systemd_version(runner) == 252
-    assert sd.systemd_version(FakeRunner()) is None
+    assert sd.systemd_version(FakeRunner(default=NOT_FOUND)) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -529,7 +520,7 @@ def show_delegate(unit):
 def test_delegation_detection(tmp_path):
     h, fs = delegating_host(tmp_path)
     runner = FakeRunner({show_delegate("ctr.service"): (0, "yes\n", ""), show_delegate("plain.service"): (0, "no\n", ""),
-                         show_delegate("gone.service"): (0, "yes\n", "")})
+                         show_delegate("gone.service"): (0, "yes\n", "")}, default=NOT_FOUND)
     assert sd.systemd_host(fs)
     info = sd.delegation(runner, fs, "system.slice/ctr.service/workload")
     assert info == {"path": "/sys/fs/cgroup/system.slice/ctr.service/workload", "unit": "ctr.service",
@@ -553,11 +544,11 @@ def test_delegation_detection(tmp_path):
 def test_delegate_query_failures(tmp_path):
     h, fs = delegating_host(tmp_path)
     with pytest.raises(sd.SystemdError, match="cannot ask systemd whether ctr.service delegates.*rc=1.*Unit not found"):
-        sd.delegation(FakeRunner(), fs, "system.slice/ctr.service/x")
-    odd = FakeRunner({show_delegate("ctr.service"): (0, "maybe\n", "")})
+        sd.delegation(FakeRunner(default=NOT_FOUND), fs, "system.slice/ctr.service/x")
+    odd = FakeRunner({show_delegate("ctr.service"): (0, "maybe\n", "")}, default=NOT_FOUND)
     with pytest.raises(sd.SystemdError, match="unexpected Delegate value 'maybe'"):
         sd.unit_delegates(odd, "ctr.service")
-    empty = FakeRunner({show_delegate("ctr.service"): (0, "", "")})
+    empty = FakeRunner({show_delegate("ctr.service"): (0, "", "")}, default=NOT_FOUND)
     assert sd.unit_delegates(empty, "ctr.service") is False
 
 

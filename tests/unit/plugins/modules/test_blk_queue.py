@@ -10,31 +10,11 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue
-from fakehost import FakeHost
-from simkernel import SimKernel
-from simqueue import SimQueue
+from sim.blk_queue import queue_host
 
 NVME_A_RULE = ("/etc/udev/rules.d/91-aiinfra-blk-queue-wwn_nvme.1b36-6c61622d6e766d652d61-"
                "51454d55204e564d65204374726c-00000001.rules")
 VIRTIO_RULE = "/etc/udev/rules.d/91-aiinfra-blk-queue-virtio-serial_lab-virtio-data.rules"
-
-
-def queue_host(tmp_path):
-    """Like the lab VM (6.12): two QEMU NVMe disks, the rotational virtio data disk, vda with a partition;
-    its queue files behave like the kernel's (``h.q``, ``h.sim``). test_host_profile uses it too."""
-    h = FakeHost(tmp_path, kernel="6.12.118+deb13-amd64")
-    h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1, hw_queues=2)
-    h.add_virtio(name="vdb", majmin="254:16", serial="lab-virtio-data", hw_queues=2)
-    h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-    h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
-    h.add_cgroup_root()
-    h.write("/lib/modules/6.12.118+deb13-amd64/modules.alias", "alias bfq-iosched bfq")
-    h.write("/lib/modules/6.12.118+deb13-amd64/modules.dep", "kernel/block/kyber-iosched.ko.xz:")
-    sim = SimKernel(h.root)
-    h.q = {"nvme0n1": SimQueue(sim, h, "nvme0n1"), "nvme1n1": SimQueue(sim, h, "nvme1n1"),
-           "vdb": SimQueue(sim, h, "vdb", nr_tags=256, rotational=True, max_hw_sectors_kb=2147483647)}
-    h.sim = sim
-    return h
 
 
 @pytest.fixture

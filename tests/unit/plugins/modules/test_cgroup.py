@@ -7,18 +7,10 @@ import os
 
 import pytest
 
-from ansible.module_utils import basic
+from sim.lab import CG, CgroupLab
+from sim.systemd import CONTROL_DIR
 
-from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup
-from fakehost import FakeHost
-from simcgroup import SimCgroup
-from simsystemd import CONTROL_DIR, SimSystemd
-
-QOS = "%s enable=%d ctrl=auto rpct=0.00 rlat=25000 wpct=0.00 wlat=25000 min=1.00 max=10000.00"
 STAMP = "# Managed by Ansible (aiinfra.io_isolation): aiinfra.io_isolation.cgroup. Local edits will be overwritten.\n"
-KERNEL_CONFIG = ("CONFIG_BLK_CGROUP_IOCOST=y\nCONFIG_BLK_DEV_THROTTLING=y\n# CONFIG_BLK_CGROUP_IOLATENCY is not set\n"
-                 "CONFIG_BLK_CGROUP_IOPRIO=y\nCONFIG_IOSCHED_BFQ=y\nCONFIG_BFQ_GROUP_IOSCHED=y\n")
-CG = "/sys/fs/cgroup"
 RUNTIME = CG + "/system.slice/runtime.service"
 WORKLOAD = "system.slice/runtime.service/workloads/inference"
 GiB = 1024 ** 3
@@ -28,98 +20,9 @@ def dropin(unit):
     return "/etc/systemd/system/%s.d/50-aiinfra-io-isolation.conf" % unit
 
 
-class Lab(object):
-    """A fake host with its kernel, systemd and the module wired to them."""
-
-    def __init__(self, tmp_path, version=252, systemd=True, io_latency=False, io_prio=True, io_low=False,
-                 iocost=(("259:0", 1),), root_subtree="cpu io memory pids"):
-        h = FakeHost(tmp_path)
-        h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1)
-        h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-        h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
-        h.add_cgroup_root(subtree=root_subtree, io_latency=io_latency, io_prio=io_prio)
-        h.write(CG + "/io.cost.qos", "\n".join(QOS % pair for pair in iocost))
-        h.write("/boot/config-" + os.uname()[2], KERNEL_CONFIG)
-        self.host = h
-        self.kernel = SimCgroup(h, io_low=io_low)
-        self.systemd = SimSystemd(h, self.kernel, version=version)
-        if systemd:
-            h.mkdir("/run/systemd/system")
-            self.kernel.add_group("init.scope", procs="1")
-            self.kernel.add_group("system.slice", subtree="cpu io memory pids")
-            self.systemd.add_unit("runtime.service", active=True, delegate=True,
-                                  fragment="/usr/lib/systemd/system/runtime.service")
-            self.kernel.add_group("system.slice/runtime.service/supervisor", procs="4242")
-            self.systemd.add_unit("plain.service", active=True, fragment="/usr/lib/systemd/system/plain.service")
-            self.systemd.add_unit("busy.service", active=True, delegate=True,
-                                  fragment="/usr/lib/systemd/system/busy.service")
-            h.write(CG + "/system.slice/busy.service/cgroup.procs", "777")
-            self.systemd.add_unit("vllm.service", active=True, fragment="/usr/lib/systemd/system/vllm.service")
-            self.systemd.add_unit("batch.service", fragment="/usr/lib/systemd/system/batch.service")
-            self.systemd.add_unit("gone.service", delegate=True, fragment="/usr/lib/systemd/system/gone.service")
-        self.warnings = []
-        self._run_module = None
-
-    def wire(self, monkeypatch, run_module):
-        """Point the module at this host's kernel and systemd, and collect its warnings."""
-        monkeypatch.setattr(cgroup, "KernelFS", lambda: self.kernel)
-        monkeypatch.setattr(cgroup, "Runner", lambda module: self.systemd)
-        monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, msg: self.warnings.append(msg))
-        self._run_module = run_module
-        self.reset()
-        return self
-
-    def reset(self):
-        """Forget what set-up and earlier runs did: calls, kernel writes and host mutations."""
-        self.systemd.calls[:] = []
-        self.kernel.writes[:] = []
-        self.kernel.ops[:] = []
-        self.kernel.systemd_writes[:] = []
-        self.warnings[:] = []
-
-    def run(self, **args):
-        self.reset()
-        return self._run_module(cgroup.main, **args)
-
-    def link(self, disk):
-        return "/dev/disk/by-id/nvme-" + self.host.devices[disk]["wwid"]
-
-    def read(self, path):
-        real = self.host.path(path)
-        if not os.path.isfile(real):
-            return None
-        with open(real) as f:
-            return f.read()
-
-    def cgfile(self, group, name):
-        text = self.read("%s/%s/%s" % (CG, group, name))
-        return None if text is None else text.rstrip("\n")
-
-    def files_below(self, *tops):
-        out = []
-        for top in tops:
-            for dirpath, _dirs, files in os.walk(self.host.path(top)):
-                out.extend(os.path.join(dirpath, f)[len(self.host.root):] for f in files)
-        return sorted(out)
-
-    def config_files(self):
-        return self.files_below("/etc", CONTROL_DIR)
-
-    def mutating_calls(self):
-        return self.systemd.mutating_calls
-
-    def set_property_calls(self):
-        return [c for c in self.systemd.calls if c[1] == "set-property"]
-
-    def assert_nothing_changed(self):
-        assert self.kernel.ops == [] and self.kernel.writes == [], self.kernel.ops
-        assert self.mutating_calls() == [], self.mutating_calls()
-        assert self.kernel.systemd_writes == []
-
-
 @pytest.fixture
 def make_lab(tmp_path, monkeypatch, run_module):
-    return lambda **kw: Lab(tmp_path, **kw).wire(monkeypatch, run_module)
+    return lambda **kw: CgroupLab(tmp_path, **kw).wire(monkeypatch, run_module)
 
 
 @pytest.fixture(params=[252, 257], ids=["systemd252", "systemd257"])
@@ -134,7 +37,7 @@ def lab257(make_lab):
 
 @pytest.fixture(scope="module")
 def shared_host(tmp_path_factory):
-    return Lab(tmp_path_factory.mktemp("cgroup-ro"), version=257)
+    return CgroupLab(tmp_path_factory.mktemp("cgroup-ro"), version=257)
 
 
 @pytest.fixture

@@ -9,16 +9,13 @@ import os
 
 import pytest
 
-from ansible.module_utils import basic
-
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup_boost as _cgroup_boost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup as _cgroup
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import purge as _purge
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import is_managed, owned_files
 from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup_boost
-from fakehost import FakeHost
-from simcgroup import SimCgroup
-from simsystemd import CONTROL_DIR, TRANSIENT_DIR, SimSystemd
+from sim.lab import SystemdLab, lab_host
+from sim.systemd import CONTROL_DIR, TRANSIENT_DIR
 
 CG = "/sys/fs/cgroup"
 KERNEL_CONFIG = "CONFIG_BLK_CGROUP_IOCOST=y\nCONFIG_BLK_DEV_THROTTLING=y\n"
@@ -32,29 +29,17 @@ CAPS = {"name": "training.slice", "create": True, "io": {"weight": 100, "max": {
 LIFTED = {"rbps": "max", "wbps": "max", "riops": "max", "wiops": "max"}
 
 
-class Lab(object):
+class Lab(SystemdLab):
     """A host with a capped training.slice (applied by the cgroup module), and cgroup_boost wired to it."""
 
     def __init__(self, tmp_path, monkeypatch, run_module, version):
-        h = FakeHost(tmp_path)
-        h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1)
-        h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-        h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
-        h.add_cgroup_root(subtree="cpu io memory pids")
+        h = lab_host(tmp_path, vda={"partitions": 1}, cgroup={"subtree": "cpu io memory pids"})
         h.write("/boot/config-" + os.uname()[2], KERNEL_CONFIG)
-        h.mkdir("/run/systemd/system")
-        self.host = h
-        self.kernel = SimCgroup(h)
-        self.systemd = SimSystemd(h, self.kernel, version=version)
-        self.kernel.add_group("init.scope", procs="1")
-        self.kernel.add_group("system.slice", subtree="cpu io memory pids")
+        super(Lab, self).__init__(h, version=version)
         self.clock = [T0]
         monkeypatch.setattr(_cgroup_boost, "now", lambda: self.clock[0])
         monkeypatch.setattr(_cgroup_boost, "uptime", lambda: self.clock[0] - T0 + 1000.0)     # booted 1000 s before T0
-        monkeypatch.setattr(cgroup_boost, "KernelFS", lambda: self.kernel)
-        monkeypatch.setattr(cgroup_boost, "Runner", lambda module: self.systemd)
-        self.warnings = []
-        monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, msg: self.warnings.append(msg))
+        self.wire_modules(monkeypatch, cgroup_boost)
         self._run_module = run_module
         result = self.converge()
         assert result["changed"] and self.io_max() == CAPPED, result
@@ -73,21 +58,8 @@ class Lab(object):
     def io_max(self):
         return self.read(CG + "/training.slice/io.max").rstrip("\n")
 
-    def read(self, path):
-        real = self.host.path(path)
-        if not os.path.isfile(real):
-            return None
-        with open(real) as f:
-            return f.read()
-
-    def link(self, disk="nvme0n1"):
-        return "/dev/disk/by-id/nvme-" + self.host.devices[disk]["wwid"]
-
     def run_files(self):
-        out = []
-        for dirpath, _dirs, files in os.walk(self.host.path("/run/systemd")):
-            out.extend(os.path.join(dirpath, f)[len(self.host.root):] for f in files)
-        return sorted(out)
+        return self.files_below("/run/systemd")
 
     def mutating(self):
         """Every command but the reading ones."""

@@ -8,9 +8,9 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue, cgroup, host_profile, iocost
-from simkernel import SimIocost
-from test_blk_queue import queue_host
-from test_cgroup import Lab
+from sim.iocost import SimIocost
+from sim.blk_queue import queue_host
+from sim.lab import CgroupLab
 
 INFERENCE = {"label": "inference slice", "name": "inference.slice", "create": True, "io": {"weight": 1000},
              "memory": {"low": "8G"}, "cpu": {"weight": 1000}}
@@ -20,11 +20,7 @@ TRAINING = {"label": "training slice", "name": "training.slice", "create": True,
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch, run_module):
-    lab = Lab(tmp_path, version=257)
-    for module in (cgroup, host_profile):
-        monkeypatch.setattr(module, "KernelFS", lambda: lab.kernel)
-        monkeypatch.setattr(module, "Runner", lambda module: lab.systemd)
-    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, msg: lab.warnings.append(msg))
+    lab = CgroupLab(tmp_path, version=257).wire_modules(monkeypatch, cgroup, host_profile)
     lab.profile = lambda **args: (lab.reset(), run_module(host_profile.main, **args))[1]
     lab.cgroup = lambda **args: (lab.reset(), run_module(cgroup.main, **args))[1]
     return lab

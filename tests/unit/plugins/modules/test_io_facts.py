@@ -10,7 +10,7 @@ from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import kernelfs as _kernelfs
 from ansible_collections.aiinfra.io_isolation.plugins.modules import io_facts
-from fakehost import FakeHost
+from sim.host import FakeHost
 
 
 @pytest.fixture

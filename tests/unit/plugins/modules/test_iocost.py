@@ -11,8 +11,10 @@ from ansible.module_utils import basic
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._boot import iocost_apply as _boot_iocost_apply
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import IOCOST_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.modules import iocost
-from fakehost import FakeHost
-from simkernel import SimIocost, SimKernel
+from sim.host import FakeHost
+from sim.iocost import SimIocost
+from sim.kernel import SimKernel
+from sim.lab import lab_host
 
 MODEL = {"rbps": "2GB", "rseqiops": 100000, "rrandiops": 100000, "wbps": 1000000000, "wseqiops": 50000,
          "wrandiops": 50000}
@@ -23,11 +25,7 @@ NVME_A_WWID = "nvme.1b36-6c61622d6e766d652d61-51454d55204e564d65204374726c-00000
 @pytest.fixture
 def lab(tmp_path, monkeypatch, run_module):
     """A host like the lab VM: two QEMU NVMe disks (259:0, 259:1), a virtio disk with a partition."""
-    h = FakeHost(tmp_path)
-    h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1)
-    h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-    h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
-    h.add_cgroup_root()
+    h = lab_host(tmp_path, vda={"partitions": 1}, cgroup={})
     sim = SimKernel(h.root)
     kernel = SimIocost(sim, devices=("259:0", "259:1", "254:0"))
     monkeypatch.setattr(iocost, "KernelFS", lambda: sim)

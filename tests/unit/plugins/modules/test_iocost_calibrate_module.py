@@ -10,7 +10,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import fio
 from ansible_collections.aiinfra.io_isolation.plugins.modules import iocost_calibrate
 
-from simcalibrate import BEFORE, MODEL, Lab, Runner
+from sim.calibration import BEFORE, MODEL, Lab, fio_runner
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def lab(tmp_path, monkeypatch, run_module):
     lab.kind = "file"
     lab.fio_calls = []
     monkeypatch.setattr(iocost_calibrate, "KernelFS", lambda: lab.sim)
-    monkeypatch.setattr(iocost_calibrate, "Runner", lambda module: Runner())
+    monkeypatch.setattr(iocost_calibrate, "Runner", lambda module: fio_runner())
     monkeypatch.setattr(targets, "plan_target", lambda fs, resolver, run, params: lab.target(lab.kind))
     monkeypatch.setattr(targets, "create_scratch", lambda target: lab.events.append(("create", target.path)))
     monkeypatch.setattr(targets, "remove_scratch", lambda path: lab.events.append(("remove", path)))

@@ -12,9 +12,11 @@ from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue, host_profile, iocost
-from fakehost import FakeHost
-from simkernel import SimIocost, SimKernel
-from simqueue import SimQueue
+from sim.host import FakeHost
+from sim.iocost import SimIocost
+from sim.kernel import SimKernel
+from sim.lab import lab_host
+from sim.blk_queue import SimQueue
 
 MODEL = {"rbps": 401649061, "rseqiops": 3991, "rrandiops": 3994, "wbps": 402474307, "wseqiops": 3990,
          "wrandiops": 3992}
@@ -27,10 +29,7 @@ SELECTOR = "nvme.1b36-6c61622d6e766d652d61-51454d55204e564d65204374726c-00000001
 
 def make_host(tmp_path, kernel, scheduler="none"):
     release = RELEASES[kernel]
-    h = FakeHost(tmp_path, kernel=release)
-    h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-    h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
-    h.add_cgroup_root(subtree="io memory pids", io_latency=True)
+    h = lab_host(tmp_path, kernel=release, cgroup={"subtree": "io memory pids", "io_latency": True})
     h.write("/lib/modules/%s/modules.alias" % release, "alias bfq-iosched bfq")
     sim = SimKernel(h.root)
     h.q = {"nvme0n1": SimQueue(sim, h, "nvme0n1", kernel=kernel, scheduler=scheduler,

@@ -4,7 +4,6 @@
 the nvme-cli outputs recorded there (the success path on synthetic controller states)."""
 
 import os
-import sys
 
 import pytest
 
@@ -13,13 +12,8 @@ from ansible.module_utils import basic
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import NVME_ARBITRATION_HELPER
 from ansible_collections.aiinfra.io_isolation.plugins.modules import nvme_arbitration
-from fakehost import FakeHost
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils", "fixtures",
-                        "nvme_arbitration")
-sys.path.insert(0, FIXTURES)
-import nvme_sim  # noqa: E402  pylint: disable=wrong-import-position
-from nvme_sim import SimNvme  # noqa: E402  pylint: disable=wrong-import-position
+from sim.nvme import SimNvme, recorded_host
 
 RULE_A = "/etc/udev/rules.d/91-aiinfra-nvme-arbitration-lab-nvme-a.rules"
 
@@ -28,13 +22,7 @@ RULE_A = "/etc/udev/rules.d/91-aiinfra-nvme-arbitration-lab-nvme-a.rules"
 def lab(tmp_path, monkeypatch, run_module):
     """A host like the lab VM (debian12 booted without iomem=relaxed unless the test reconfigures it)."""
     def build(guest="debian12", iomem=False):
-        h = FakeHost(tmp_path / ("%s-%s" % (guest, iomem)))
-        h.add_virtio(name="vda", majmin="254:0", serial="lab-root", partitions=1)
-        rec = nvme_sim.recording(guest, iomem)
-        for name, attrs in sorted(rec["controllers"].items()):  # names as that boot had them
-            n = int(name[len("nvme"):])
-            h.add_nvme(ctrl=n, serial=attrs["serial"].strip(), majmin="259:%d" % n, pci=attrs["address"])
-        h.write("/proc/cmdline", rec["cmdline"])
+        h = recorded_host(tmp_path / ("%s-%s" % (guest, iomem)), guest, iomem)
         h.nvme = SimNvme.from_recording(guest, iomem)
         h.fs = KernelFS(h.root)
         h.warnings = []

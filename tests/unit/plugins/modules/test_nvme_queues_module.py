@@ -12,12 +12,12 @@ from ansible.module_utils import basic
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_queues as nq
 from ansible_collections.aiinfra.io_isolation.plugins.modules import nvme_queues
 
-import simnvme as sim
+from sim import nvme as simnvme
 
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch, run_module):
-    lab = sim.Lab(tmp_path)
+    lab = simnvme.Lab(tmp_path)
     warnings = []
     monkeypatch.setattr(nvme_queues, "KernelFS", lambda: lab.sim)
     monkeypatch.setattr(nvme_queues, "Runner", lambda module: lab.runner)
@@ -86,7 +86,7 @@ def test_absent(lab):
 
 
 def test_initramfs_need_is_a_warning(tmp_path, monkeypatch, run_module):
-    lab = sim.Lab(tmp_path, initramfs=sim.LAB_INITRAMFS + sim.NVME_IN_INITRAMFS)
+    lab = simnvme.Lab(tmp_path, initramfs=simnvme.LAB_INITRAMFS + simnvme.NVME_IN_INITRAMFS)
     warnings = []
     monkeypatch.setattr(nvme_queues, "KernelFS", lambda: lab.sim)
     monkeypatch.setattr(nvme_queues, "Runner", lambda module: lab.runner)

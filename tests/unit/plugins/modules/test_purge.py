@@ -5,17 +5,13 @@ removed by its own module's code, files the collection does not own stay, check 
 
 import os
 
-from ansible.module_utils import basic
-
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
     BLK_QUEUE_RULES, IOCOST_HELPER, IOCOST_RULES, METRICS_LAUNCHER, METRICS_LIB_DIR, NVME_ARBITRATION_HELPER,
     NVME_ARBITRATION_RULES, SYSCTL_CONF, stamped,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup, purge
-from fakehost import FakeHost
-from simcgroup import SimCgroup
-from simsystemd import SimSystemd
+from sim.lab import SystemdLab, lab_host
 
 SLICE_DROPIN = "/etc/systemd/system/inference.slice.d/50-aiinfra-io-isolation.conf"
 FOREIGN = {"/etc/udev/rules.d/90-iocost.rules": stamped("# systemd's own\n", "someone else").replace(
@@ -23,25 +19,14 @@ FOREIGN = {"/etc/udev/rules.d/90-iocost.rules": stamped("# systemd's own\n", "so
     "/etc/sysctl.d/10-local.conf": "vm.swappiness = 5\n"}
 
 
-class Host(object):
+class Host(SystemdLab):
     def __init__(self, tmp_path, monkeypatch, run_module):
-        h = FakeHost(tmp_path)
-        h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-        h.add_nvme(ctrl=1, serial="lab-nvme-b", majmin="259:1")
-        h.add_cgroup_root(subtree="cpu io memory pids")
+        h = lab_host(tmp_path, cgroup={"subtree": "cpu io memory pids"})
         h.write("/sys/fs/cgroup/io.cost.qos", "")
         h.write("/sys/fs/cgroup/io.cost.model", "")
         h.write("/proc/sys/vm/swappiness", "60\n")
-        h.mkdir("/run/systemd/system")
-        self.host = h
-        self.kernel = SimCgroup(h)
-        self.systemd = SimSystemd(h, self.kernel)
-        self.kernel.add_group("system.slice", subtree="cpu io memory pids")
-        self.warnings = []
-        for module in (cgroup, purge):
-            monkeypatch.setattr(module, "KernelFS", lambda: self.kernel)
-            monkeypatch.setattr(module, "Runner", lambda module: self.systemd)
-        monkeypatch.setattr(basic.AnsibleModule, "warn", lambda module, msg: self.warnings.append(msg))
+        super(Host, self).__init__(h, init_scope=False)
+        self.wire_modules(monkeypatch, cgroup, purge)
         self.run_module = run_module
 
     def converge(self):

@@ -10,7 +10,7 @@ from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as sc
 from ansible_collections.aiinfra.io_isolation.plugins.modules import sysctl
-from simsysctl import PAGE, SCHED_61, SysctlHost
+from sim.sysctl import PAGE, SCHED_61, SysctlHost
 
 
 def make(tmp_path, monkeypatch, run_module, release="6.12.118+deb13-amd64", sched=None, systemd=True):

@@ -30,7 +30,7 @@ import errno
 import os
 import shutil
 
-from simkernel import SimKernel
+from sim.kernel import SimKernel
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError, KernelFS
 

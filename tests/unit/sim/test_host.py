@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from fakehost import FakeHost, nvme_wwid
+from sim.host import FakeHost, nvme_wwid
 
 
 def _all_links(root):

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Simulated ``/sys/block/<disk>/queue/*`` files with the rules observed on Debian 6.1 and 6.12.
 
-Attach to a :class:`simkernel.SimKernel` over a FakeHost tree: ``SimQueue(sim, host, "nvme0n1")``.
+Attach to a :class:`sim.kernel.SimKernel` over a FakeHost tree: ``SimQueue(sim, host, "nvme0n1")``;
+:func:`queue_host` is the lab VM with its queues simulated.
 Observed in the lab (docs/blk_queue.md has the transcripts):
 
 * scheduler: a name the kernel has or can load (``<name>-iosched`` module), 'deadline' is
@@ -22,6 +23,10 @@ Observed in the lab (docs/blk_queue.md has the transcripts):
 import errno
 import os
 
+from sim.kernel import SimKernel
+from sim.lab import lab_host
+
+RELEASES = {"6.1": "6.1.0-57-amd64", "6.12": "6.12.118+deb13-amd64"}
 ON_DEFAULT, ON_MANUAL, OFF_DEFAULT, OFF_MANUAL = 1, 2, 3, 4
 MAX_SCHED_RQ = 2048
 
@@ -158,3 +163,25 @@ class SimQueue(object):
         state.update(self.values)
         for attr, value in state.items():
             self.sim.state[self.base + attr] = str(value)
+
+
+def queue_host(tmp_path, kernel="6.12", dm=False, modules=(["alias bfq-iosched bfq"], ["kernel/block/kyber-iosched.ko.xz:"]),
+               **nvme_a):
+    """The lab VM on ``kernel`` (6.1 or 6.12) with simulated queues: two QEMU NVMe disks (none, 1023 tags) and the
+    rotational 2-queue virtio data disk vdb (none, 256 tags); vda with a partition; with ``dm`` a bio-based dm
+    on vdb. ``modules`` are the lines of the kernel's modules.alias and modules.dep (None: no such files);
+    ``nvme_a`` are SimQueue options for nvme0n1. ``h.q`` are the SimQueues, ``h.sim`` their SimKernel."""
+    h = lab_host(tmp_path, kernel=RELEASES[kernel], vda={"partitions": 1, "hw_queues": 2}, vdb={"hw_queues": 2})
+    if dm:
+        h.add_dm(name="vg0-lv0", slaves=["vdb"])
+    h.add_cgroup_root()
+    if modules:
+        base = "/lib/modules/%s/" % RELEASES[kernel]
+        h.write(base + "modules.alias", "\n".join(modules[0]))
+        h.write(base + "modules.dep", "\n".join(modules[1]))
+    sim = SimKernel(h.root)
+    h.q = {"nvme0n1": SimQueue(sim, h, "nvme0n1", kernel=kernel, **nvme_a),
+           "nvme1n1": SimQueue(sim, h, "nvme1n1", kernel=kernel),
+           "vdb": SimQueue(sim, h, "vdb", kernel=kernel, nr_tags=256, rotational=True, max_hw_sectors_kb=2147483647)}
+    h.sim = sim
+    return h

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A calibration host for the iocost_calibrate tests: one NVMe disk (simulated queue and iocost
-files, tests/unit/simqueue.py and simkernel.py) under mq-deadline with nr_requests 100 and a user
+files, sim/blk_queue.py and sim/iocost.py) under mq-deadline with nr_requests 100 and a user
 QoS, a fake command runner with fio 3.39, and a Target for a scratch file or the raw disk.
 """
 
@@ -12,37 +12,29 @@ import subprocess
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import iocost_calibrate as cal
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import calibrate_target as targets
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
-from fakehost import FakeHost
-from simkernel import SimIocost, SimKernel
-from simqueue import SimQueue
+from sim.iocost import SimIocost
+from sim.kernel import SimKernel
+from sim.blk_queue import SimQueue
+from sim.lab import lab_host
+from sim.runner import FakeRunner
 
 MODEL = {"rbps": 1360000000, "rseqiops": 41000, "rrandiops": 38000, "wbps": 1210000000, "wseqiops": 35000,
          "wrandiops": 33000}
 QOS_USER = "259:0 enable=1 ctrl=user rpct=95.00 rlat=2000 wpct=95.00 wlat=10000 min=10.00 max=100.00"
 
 
-class Runner(object):
-    def __init__(self, fio_path="/usr/bin/fio"):
-        self.fio_path = fio_path
-        self.calls = []
-
-    def which(self, name):
-        return self.fio_path if name == "fio" else "/usr/sbin/" + name
-
-    def run(self, argv, check=True):
-        self.calls.append(list(argv))
-        if argv[1:] == ["--version"]:
-            return 0, "fio-3.39\n", ""
-        return 2, "", ""
+def fio_runner(fio_path="/usr/bin/fio"):
+    """The calibration host's commands: fio 3.39 at ``fio_path`` (None: not installed), every other tool in
+    /usr/sbin, and any other command answering rc 2 (blkid: nothing found)."""
+    answers = {(fio_path, "--version"): (0, "fio-3.39\n", "")} if fio_path else {}
+    return FakeRunner(answers, tools=lambda name: fio_path if name == "fio" else "/usr/sbin/" + name, default=(2, "", ""))
 
 
 class Lab(object):
     """One NVMe disk under mq-deadline with nr_requests 100, iocost on with a user QoS."""
 
     def __init__(self, root, iocost=True):
-        h = FakeHost(root, kernel="6.12.118+deb13-amd64")
-        h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
-        h.add_cgroup_root()
+        h = lab_host(root, kernel="6.12.118+deb13-amd64", nvme=("lab-nvme-a",), cgroup={})
         h.write("/proc/sys/kernel/random/boot_id", "11111111-2222-3333-4444-555555555555")
         h.mkdir("/run")
         self.host = h

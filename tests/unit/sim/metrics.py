@@ -5,7 +5,7 @@
 
 import json
 
-from fakehost import FakeHost
+from sim import lab
 
 # Read back on the lab's Debian 12 guest (6.1) with iocost on the NVMe disk and fio in a child group
 # (tests/observed/debian12-6.1.txt, "io.stat / io.pressure with I/O in the child").
@@ -90,9 +90,7 @@ aiinfra_io_isolation_exporter_errors 0
 def lab_host(tmp_path, iocost=True, psi=True):
     """The lab's Debian 12 guest as the observed transcript shows it: NVMe 259:0, virtio 254:0, inference.slice
     with I/O on both, training.slice not started, a recorded verify result."""
-    h = FakeHost(tmp_path, psi=psi)
-    h.add_virtio(name="vda", majmin="254:0", serial="lab-root")
-    h.add_nvme(ctrl=0, serial="lab-nvme-a", majmin="259:0")
+    h = lab.lab_host(tmp_path, psi=psi, vda={}, nvme=("lab-nvme-a",))
     for i in range(8):
         h.add_loop(index=i, majmin="7:%d" % i)
     h.add_cgroup_root(subtree="io memory pids", iocost=iocost)

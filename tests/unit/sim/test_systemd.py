@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from fakehost import FakeHost
-from simcgroup import SimCgroup
-from simsystemd import CONTROL_DIR, SimSystemd, format_timespan, parse_timespan, slice_path
+from sim.host import FakeHost
+from sim.cgroup import SimCgroup
+from sim.systemd import CONTROL_DIR, SimSystemd, format_timespan, parse_timespan, slice_path
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError

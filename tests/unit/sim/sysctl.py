@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as sc
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Reconciler, ReconcileError
-from simkernel import SimKernel
+from sim.kernel import SimKernel
 
 PAGE = 4096
 U32 = 2 ** 32 - 1
