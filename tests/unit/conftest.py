@@ -34,7 +34,7 @@ def _collection_root():
 
 
 sys.path.insert(0, _collection_root())
-sys.path.insert(0, HERE)
+sys.path.insert(0, HERE)     # the simulated host: the package sim (tests/unit/sim)
 
 
 class ModuleDone(Exception):

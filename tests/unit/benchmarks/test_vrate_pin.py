@@ -48,7 +48,7 @@ def test_the_exporter_output_round_trips():
 
 
 def test_disk_point_from_the_exporter_is_what_the_rules_read():
-    # metricshost: QoS min=50 max=150, cost.vrate=100.00, inference.slice rios=5008 wios=0 on 259:0
+    # sim/metrics.py: QoS min=50 max=150, cost.vrate=100.00, inference.slice rios=5008 wios=0 on 259:0
     point = vp.disk_point(vp.parse_exposition(EXPECTED), "259:0")
     assert point == {"vrate": 1.0, "min": 0.5, "max": 1.5, "ios": 5008.0}
     # the virtio disk has I/O but no iocost: no vrate, no bounds
@@ -79,7 +79,7 @@ def exporter_point(tmp_path, n, vrate, rios):
 
 
 def test_pinned_at_min_from_exporter_runs(tmp_path):
-    # metricshost's QoS: min=50.00 max=150.00; 50.4 % is within the rule's 1 %
+    # sim/metrics.py's QoS: min=50.00 max=150.00; 50.4 % is within the rule's 1 %
     points = [exporter_point(tmp_path, n, v, 100 * n) for n, v in enumerate((50.0, 50.0, 50.4, 50.0))]
     ev = vp.evaluate(points)
     assert ev["at_min_rule"] and not ev["at_max_rule"]

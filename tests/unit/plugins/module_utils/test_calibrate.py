@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """_calibrate: hold and restore of the disk's queue and iocost state around the measurement, on
-simulated kernel files (tests/unit/simqueue.py, simkernel.py), with fio replaced.
+simulated kernel files (tests/unit/sim/blk_queue.py, sim/iocost.py), with fio replaced.
 
 The lab proves the same on real kernels (molecule/calibration); here every exit path is checked:
 success, fio failure, a signal, a restore that fails, a run killed outright and repaired by the

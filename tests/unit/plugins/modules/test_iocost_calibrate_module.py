@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """iocost_calibrate through AnsibleModule: arguments, check mode, the six measurements and the QoS
 runs (fio replaced by recorded-shape results), and failures as clean fail_json without a traceback.
-The disk is the simulated calibration host of tests/unit/simcalibrate.py."""
+The disk is the simulated calibration host of tests/unit/sim/calibration.py."""
 
 import pytest
 

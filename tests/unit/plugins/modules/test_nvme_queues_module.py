@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """nvme_queues through AnsibleModule against a fake host whose nvme files behave like the driver's.
 
-The simulator (SimNvme, FakeRunner, Lab) is tests/unit/simnvme.py.
+The simulator (SimNvme, Initramfs, Lab) is tests/unit/sim/nvme.py.
 """
 
 import pytest

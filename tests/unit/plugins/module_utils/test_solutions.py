@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The solution phase of iocost_calibrate (_solutions, and its place in _calibrate): options, argv, the
-solutions derived from measured points, and on simulated kernel files (tests/unit/simcalibrate.py) the
+solutions derived from measured points, and on simulated kernel files (tests/unit/sim/calibration.py) the
 pinned model and QoS while measuring and their restore - with the slice stopped - on success, failure,
 a signal and a killed run repaired from the journal. The lab proves it on real kernels (molecule/calibration).
 """
