@@ -66,7 +66,11 @@ def awx(tmp_path_factory):
     (artifact,) = glob.glob(str(base / "aiinfra-io_isolation-*.tar.gz"))
     subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "-p", str(base / "ee"), artifact],
                    check=True, capture_output=True, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(base / "ee")))
-    return {"base": base, "collections": str(base / "ee"), "jobs": []}
+    awx = {"base": base, "collections": str(base / "ee"), "jobs": []}
+    yield awx
+    for name, playbook, status, rc, seconds in awx["jobs"]:
+        print("AWX-JOB %s %s %s rc=%d %.1f s" % (name, playbook, status, rc, seconds))
+    shutil.rmtree(str(base), ignore_errors=True)
 
 
 def job(awx, name, playbook, extravars=None, timeout=0):
@@ -217,8 +221,26 @@ def test_boost_job_killed_by_its_timeout_is_ended_by_the_host(awx, host, site):
     assert (status, rc) == ("successful", 0), messages(events)
 
 
-def test_zz_job_timings(awx):
-    # the figures the job templates' timeouts in playbooks/vars/awx_objects.yml rest on
-    for name, playbook, status, rc, seconds in awx["jobs"]:
-        print("AWX-JOB %s %s %s rc=%d %.1f s" % (name, playbook, status, rc, seconds))
-    shutil.rmtree(str(awx["base"]), ignore_errors=True)
+def test_job_timings_fit_the_figures_the_job_templates_timeouts_rest_on(awx, calibrated, site):
+    """A calibrate and a site job on one host take no longer than awx_timeout_margin times the figures of
+    playbooks/vars/awx_objects.yml that their templates' timeouts are sized from (one host: one batch), and
+    so does every verify and purge job this module ran before this test (none if it runs first)."""
+    with open(os.path.join(REPO, "playbooks", "vars", "awx_objects.yml")) as handle:
+        figures = yaml.safe_load(handle)
+    margin, measured = figures["awx_timeout_margin"], figures["awx_measured_seconds"]
+    limits = {"playbooks/site.yml": margin * measured["site_batch"],
+              "playbooks/verify.yml": margin * measured["verify_batch"],
+              "playbooks/purge.yml": margin * measured["purge"]}
+    jobs = awx["jobs"]
+    assert {"calibrate", "site"} <= set(name for name, _p, _s, _rc, _t in jobs), jobs
+    for name, playbook, status, rc, seconds in jobs:
+        if playbook in limits:
+            assert seconds <= limits[playbook], "%s (%s) took %.1f s, the template's figure allows %d s" % (
+                name, playbook, seconds, limits[playbook])
+    # a calibrate job's time besides its measuring runs is the figure calibration_overhead
+    seconds = calibrated[3]
+    measuring = sum(float(m) for m in re.findall(r"lab-nvme-b run \d+: ([0-9.]+) s", " ".join(messages(calibrated[2]))))
+    assert measuring > 0, messages(calibrated[2])
+    assert seconds - measuring <= margin * measured["calibration_overhead"], (
+        "calibrate job: %.1f s, of which measuring %.1f s; the overhead figure allows %d s"
+        % (seconds, measuring, margin * measured["calibration_overhead"]))
