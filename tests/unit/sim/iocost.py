@@ -36,6 +36,15 @@ def _pct(ppm):
     return "%d.%02d" % (ppm // 10000, ppm % 10000 // 100)
 
 
+def _ctrl(state, value, defaults):
+    """ctrl=auto puts the defaults back, ctrl=user keeps the values; anything else is EINVAL."""
+    if value not in ("auto", "user"):
+        raise _einval("ctrl")
+    state["ctrl"] = value
+    if value == "auto":
+        state.update(defaults)
+
+
 class _File(object):
     def __init__(self, write, render):
         self.write = lambda line: write(line.rstrip("\n"))
@@ -78,11 +87,7 @@ class SimIocost(object):
         for tok in body.split():
             key, _sep, val = tok.partition("=")
             if key == "ctrl":
-                if val not in ("auto", "user"):
-                    raise _einval("ctrl")
-                new["ctrl"] = val
-                if val == "auto":
-                    new.update(SSD_DFL)
+                _ctrl(new, val, SSD_DFL)
             elif key == "model":
                 if val != "linear":
                     raise _einval("model")
@@ -106,11 +111,7 @@ class SimIocost(object):
                 s["enable"] = 1 if parse_u64(val) else 0
                 continue
             if key == "ctrl":
-                if val not in ("auto", "user"):
-                    raise _einval("ctrl")
-                s["ctrl"] = val
-                if val == "auto":
-                    s.update(QOS_DEFAULT)
+                _ctrl(s, val, QOS_DEFAULT)
                 continue
             if key in ("rpct", "wpct"):
                 v = parse_float(val)
