@@ -336,6 +336,180 @@ def _short(value, limit=120):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+# The role variables each planning filter takes, as one dict keyed by variable name (its errors name them).
+INFERENCE_VARS = ("inference_slice", "inference_io_weight", "inference_memory_low", "inference_memory_min",
+                  "inference_cpu_weight", "inference_io_latency_us", "inference_io_prio_class",
+                  "inference_io_prio_groups", "inference_io_low")
+TRAINING_VARS = ("training_slice", "training_io_weight", "training_io_max", "training_memory_high",
+                 "training_cpu_weight", "training_io_prio_class")
+BASELINE_VARS = ("io_baseline_blk_queue", "io_baseline_sysctls", "io_baseline_nvme_queues")
+
+
+def _settings(settings, names, filter_name):
+    """The role's variables (one dict, keyed by variable name), every one of ``names`` present."""
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("%s: the role's variables must be one dict keyed by variable name, not %s"
+                                 % (filter_name, _short(repr(settings))))
+    missing = [n for n in names if n not in settings]
+    if missing:
+        raise AnsibleFilterError("%s: the role's variables lack %s (pass every one of %s)"
+                                 % (filter_name, ", ".join(missing), ", ".join(names)))
+    return settings
+
+
+def _sized(settings, name, kind, fix):
+    """``len()`` of a str, list or dict variable (Jinja's ``length``), or a clear error naming it."""
+    value = settings[name]
+    if not isinstance(value, kind):
+        raise AnsibleFilterError("%s is %s (%s): %s" % (name, _short(repr(value)), type(value).__name__, fix))
+    return len(value)
+
+
+def _integer(settings, name, fix):
+    """Jinja's ``int`` of a variable (``'42'``, ``42.7``: 42; null: 0), or a clear error where Jinja gave 0 silently
+    for text that is no number (``'500us'``)."""
+    value = settings[name]
+    if value is None:
+        return 0
+    try:
+        return int(value, 10) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            raise AnsibleFilterError("%s is %s: %s" % (name, _short(repr(value)), fix))
+
+
+def _unique(items):
+    """Jinja's ``unique`` as the roles used it: order of first occurrence, strings compared case-insensitively."""
+    out, seen = [], set()
+    for item in items:
+        key = item.lower() if isinstance(item, str) else item
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def _memory_bytes(facts):
+    host = (facts or {}).get("host") if isinstance(facts, dict) else None
+    if not isinstance(host, dict) or "memory_stable_bytes" not in host:
+        raise AnsibleFilterError("the io_facts facts (ansible_facts.io_isolation) have no host.memory_stable_bytes: "
+                                 "run aiinfra.io_isolation.io_baseline (io_facts) on the host before the tenant roles")
+    return host["memory_stable_bytes"]
+
+
+def _planned(disks, name):
+    """io_isolation_planned_disks for a per-disk setting: io_baseline plans them first."""
+    if disks is None:
+        raise AnsibleFilterError("%s is per data disk, and io_isolation_planned_disks is not set: run "
+                                 "aiinfra.io_isolation.io_baseline on the host before the tenant roles" % name)
+    if not isinstance(disks, list):
+        raise AnsibleFilterError("io_isolation_planned_disks must be io_baseline's list of {device, model}, not %s"
+                                 % _short(repr(disks)))
+    return disks
+
+
+def _ram(settings, name, memory_bytes):
+    try:
+        return ram_share(settings[name], memory_bytes)
+    except AnsibleFilterError as e:
+        raise AnsibleFilterError("%s: %s" % (name, e))
+
+
+def _slice_section(profile, entries, extra):
+    """``profile`` with ``entries`` added to its cgroups (a role's own entries replaced) and ``extra`` sections."""
+    profile = dict(profile or {})
+    cgroups = dict(profile.get("cgroups") or {})
+    cgroups.update(entries)
+    profile.update(cgroups=cgroups, **extra)
+    return profile
+
+
+def inference_plan(profile, settings, disks=None, facts=None):
+    """The host profile with the inference role's plan added: the slice's cgroups entry (io weight, io.latency,
+    io.prio.class and io.low where asked, memory.low/min, cpu.weight), one cgroupfs entry per io.prio.class group,
+    the slice in ``pressure`` and the ``inference`` section ({slice, groups}) apply.yml publishes the results by.
+
+    ``settings``: the role's variables keyed by name (``INFERENCE_VARS``); ``disks``: io_isolation_planned_disks
+    (needed only for io.latency and io.low); ``facts``: ansible_facts.io_isolation (host.memory_stable_bytes).
+    """
+    v = _settings(settings, INFERENCE_VARS, "inference_plan")
+    memory_bytes = _memory_bytes(facts)
+    prio_class = v["inference_io_prio_class"]
+    has_class = _sized(v, "inference_io_prio_class", str, "give an io.prio.class policy name, or '' for none") > 0
+    # The groups matter only with a class: without one they are neither checked nor planned.
+    has_groups = has_class and _sized(v, "inference_io_prio_groups", list,
+                                      "give a list of cgroup paths below the cgroup root, or [] for none") > 0
+    groups = v["inference_io_prio_groups"] if has_class else []
+    io = {"weight": v["inference_io_weight"]}
+    if _integer(v, "inference_io_latency_us", "give the io.latency target in microseconds, or 0 for none") > 0:
+        io["latency"] = per_disk(_planned(disks, "inference_io_latency_us"), v["inference_io_latency_us"])
+    if has_class and not has_groups:
+        io["prio_class"] = prio_class
+    if _sized(v, "inference_io_low", dict, "give {rbps, wbps, riops, wiops} per disk, or {} for none") > 0:
+        io["low"] = per_disk(_planned(disks, "inference_io_low"), v["inference_io_low"])
+    name = v["inference_slice"]
+    entry = {"label": "inference slice", "name": name, "create": True, "when_unsupported": "warn", "io": io,
+             "memory": {"low": _ram(v, "inference_memory_low", memory_bytes),
+                        "min": _ram(v, "inference_memory_min", memory_bytes)},
+             "cpu": {"weight": v["inference_cpu_weight"]}}
+    entries = {name: entry}
+    entries.update(group_entries(groups, {"manager": "cgroupfs", "when_unsupported": "warn",
+                                          "io": {"prio_class": prio_class}}, "inference group "))
+    pressure = _unique(list((profile or {}).get("pressure") or []) + [name])
+    return _slice_section(profile, entries, {"pressure": pressure, "inference": {"slice": name, "groups": groups}})
+
+
+def training_plan(profile, settings, disks=None, facts=None):
+    """The host profile with the training role's plan added: the slice's cgroups entry (io weight, io.max caps,
+    absolute or a share of each disk's planned model, io.prio.class where asked, memory.high, cpu.weight) and the
+    ``training`` section ({slice}) apply.yml publishes the result by.
+
+    ``settings``: the role's variables keyed by name (``TRAINING_VARS``); ``disks``: io_isolation_planned_disks
+    (needed only for io.max); ``facts``: ansible_facts.io_isolation (host.memory_stable_bytes).
+    """
+    v = _settings(settings, TRAINING_VARS, "training_plan")
+    memory_bytes = _memory_bytes(facts)
+    io = {"weight": v["training_io_weight"]}
+    if _sized(v, "training_io_max", dict, "give {rbps, wbps, riops, wiops}, each absolute or a percentage, "
+                                          "or {} for none") > 0:
+        planned = _planned(disks, "training_io_max")
+        try:
+            io["max"] = io_max_caps(planned, v["training_io_max"])
+        except AnsibleFilterError as e:
+            raise AnsibleFilterError("training_io_max: %s" % e)
+    if _sized(v, "training_io_prio_class", str, "give idle or restrict-to-be, or '' for none") > 0:
+        io["prio_class"] = v["training_io_prio_class"]
+    name = v["training_slice"]
+    entry = {"label": "training slice", "name": name, "create": True, "when_unsupported": "warn", "io": io,
+             "memory": {"high": _ram(v, "training_memory_high", memory_bytes)},
+             "cpu": {"weight": v["training_cpu_weight"]}}
+    return _slice_section(profile, {name: entry}, {"training": {"slice": name}})
+
+
+def baseline_plan(profile, plan, settings):
+    """The host profile with io_baseline's host-wide sections: ``iocost`` (the devices of ``iocost_plan``), and,
+    where the role's variables ask for them, ``blk_queue`` (every data disk), ``sysctl`` and ``nvme_queues``.
+
+    ``plan``: the result of ``iocost_plan``; ``settings``: the role's variables keyed by name (``BASELINE_VARS``).
+    A section not asked for keeps what the profile had.
+    """
+    v = _settings(settings, BASELINE_VARS, "baseline_plan")
+    if not isinstance(plan, dict) or not isinstance(plan.get("devices"), list):
+        raise AnsibleFilterError("baseline_plan: the plan must be iocost_plan's result (with devices), not %s"
+                                 % _short(repr(plan)))
+    out = dict(profile or {})
+    out["iocost"] = {"devices": plan["devices"]}
+    if _sized(v, "io_baseline_blk_queue", dict, "give block-queue attributes, or {} to leave them") > 0:
+        out["blk_queue"] = {"devices": disk_entries(plan["devices"], v["io_baseline_blk_queue"])}
+    if _sized(v, "io_baseline_sysctls", dict, "give {name: value}, or {} to leave them") > 0:
+        out["sysctl"] = {"sysctls": v["io_baseline_sysctls"]}
+    if _sized(v, "io_baseline_nvme_queues", dict, "give the nvme_queues module's options, or {} to leave them") > 0:
+        out["nvme_queues"] = v["io_baseline_nvme_queues"]
+    return out
+
+
 def verify_drift(baseline, inference=None, training=None):
     """verify.yml's judgement: what a check-mode run of the roles would change, keyed as drift_summary takes it.
 
@@ -410,4 +584,5 @@ class FilterModule(object):
         return {"select_disks": select_disks, "iocost_plan": iocost_plan, "io_max_caps": io_max_caps,
                 "ram_share": ram_share, "per_disk": per_disk, "disk_entries": disk_entries,
                 "group_entries": group_entries, "qos_source_text": qos_source_text,
-                "drift_summary": drift_summary, "verify_drift": verify_drift}
+                "drift_summary": drift_summary, "verify_drift": verify_drift, "inference_plan": inference_plan,
+                "training_plan": training_plan, "baseline_plan": baseline_plan}
