@@ -52,12 +52,17 @@ def identical(got, want, path="profile"):
         assert got == want, "%s: %r, want %r" % (path, got, want)
 
 
-def inference(profile=None, disks=DISKS, facts=FACTS, **variables):
-    return f.inference_plan(profile, dict(INFERENCE, **variables), disks, facts)
+GIVEN = object()  # disks, facts: the module's DISKS and FACTS unless a test gives its own
 
 
-def training(profile=None, disks=DISKS, facts=FACTS, **variables):
-    return f.training_plan(profile, dict(TRAINING, **variables), disks, facts)
+def inference(profile=None, disks=GIVEN, facts=GIVEN, **variables):
+    return f.inference_plan(profile, dict(INFERENCE, **variables), DISKS if disks is GIVEN else disks,
+                            FACTS if facts is GIVEN else facts)
+
+
+def training(profile=None, disks=GIVEN, facts=GIVEN, **variables):
+    return f.training_plan(profile, dict(TRAINING, **variables), DISKS if disks is GIVEN else disks,
+                           FACTS if facts is GIVEN else facts)
 
 
 INFERENCE_CASES = {
