@@ -37,17 +37,17 @@ BASELINE = {"io_baseline_blk_queue": {}, "io_baseline_nvme_queues": {},
                                     "vm.dirty_bytes": 1073741824}}
 
 
-def identical(got, want, path="profile"):
+def assert_identical(got, want, path="profile"):
     """Equal, with the same value types and the same key order at every level."""
     assert type(got) is type(want), "%s: %s %r, want %s %r" % (path, type(got).__name__, got, type(want).__name__, want)
     if isinstance(want, dict):
         assert list(got) == list(want), "%s: keys %s, want %s" % (path, list(got), list(want))
         for key in want:
-            identical(got[key], want[key], "%s.%s" % (path, key))
+            assert_identical(got[key], want[key], "%s.%s" % (path, key))
     elif isinstance(want, list):
         assert len(got) == len(want), "%s: %r, want %r" % (path, got, want)
         for i, (g, w) in enumerate(zip(got, want)):
-            identical(g, w, "%s[%d]" % (path, i))
+            assert_identical(g, w, "%s[%d]" % (path, i))
     else:
         assert got == want, "%s: %r, want %r" % (path, got, want)
 
@@ -147,7 +147,7 @@ INFERENCE_CASES = {
 
 @pytest.mark.parametrize("variables, profile, want", INFERENCE_CASES.values(), ids=list(INFERENCE_CASES))
 def test_inference_plan_is_what_the_jinja_planned(variables, profile, want):
-    identical(inference(profile, **variables), want)
+    assert_identical(inference(profile, **variables), want)
 
 
 def test_inference_plan_leaves_the_profile_it_was_given_alone():
@@ -200,7 +200,7 @@ TRAINING_CASES = {
 
 @pytest.mark.parametrize("variables, profile, want", TRAINING_CASES.values(), ids=list(TRAINING_CASES))
 def test_training_plan_is_what_the_jinja_planned(variables, profile, want):
-    identical(training(profile, **variables), want)
+    assert_identical(training(profile, **variables), want)
 
 
 def test_training_after_inference_keeps_the_inference_plan():
@@ -216,7 +216,7 @@ PLAN = {"devices": [{"device": "nvme.1b36-lab-a", "model": {"rbps": 2000000000},
 
 
 def test_baseline_plan_defaults():
-    identical(f.baseline_plan(None, PLAN, BASELINE), {
+    assert_identical(f.baseline_plan(None, PLAN, BASELINE), {
         "iocost": {"devices": PLAN["devices"]},
         "sysctl": {"sysctls": {"vm.swappiness": 10, "vm.dirty_background_bytes": 268435456,
                                "vm.dirty_bytes": 1073741824}}})
@@ -226,7 +226,7 @@ def test_baseline_plan_every_section_over_an_earlier_profile():
     earlier = {"cgroups": {"training.slice": {"name": "training.slice"}}, "iocost": {"devices": []}}
     variables = {"io_baseline_blk_queue": {"scheduler": "none", "read_ahead_kb": 128},
                  "io_baseline_sysctls": {"vm.swappiness": 10}, "io_baseline_nvme_queues": {"poll_queues": 1}}
-    identical(f.baseline_plan(earlier, PLAN, variables), {
+    assert_identical(f.baseline_plan(earlier, PLAN, variables), {
         "cgroups": {"training.slice": {"name": "training.slice"}},
         "iocost": {"devices": PLAN["devices"]},
         "blk_queue": {"devices": [{"scheduler": "none", "read_ahead_kb": 128, "device": "nvme.1b36-lab-a"},
@@ -239,7 +239,7 @@ def test_baseline_plan_keeps_sections_it_is_not_asked_for():
     earlier = {"blk_queue": {"devices": []}, "sysctl": {"sysctls": {"vm.swappiness": 1}}, "nvme_queues": {"x": 1}}
     got = f.baseline_plan(earlier, PLAN, {"io_baseline_blk_queue": {}, "io_baseline_sysctls": {},
                                           "io_baseline_nvme_queues": {}})
-    identical(got, dict(earlier, iocost={"devices": PLAN["devices"]}))
+    assert_identical(got, dict(earlier, iocost={"devices": PLAN["devices"]}))
 
 
 # Input the Jinja failed on with a bare Python or undefined-variable message, or took silently: each error names
