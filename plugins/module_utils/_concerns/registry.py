@@ -10,10 +10,10 @@ PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
 A concern is one single-purpose module's request: its argument spec (the module's own ``MODULE_SPEC``) and
 how it plans a request on a host as an engine part (:class:`_reconcile.Part`). ``host_profile`` walks
 :data:`CONCERNS` in order - the kernel's order across concerns: iocost (model, QoS) first, because the
-weights and the block-queue defaults depend on it (enabling iocost turns wbt off on 6.1 and 6.12), the
-cgroups last. A fact one concern needs from another of the same call is declared: the giver's part
-``provides`` it under a name, the taker ``needs`` that name (a unit test holds every need to an earlier
-giver), and the taker's plan reads it from :attr:`Host.provided`.
+weights and the block-queue defaults depend on it (enabling iocost turns wbt off on 6.1 and 6.12), then the
+cgroups, and last the services placed in their slices. A fact one concern needs from another of the same call is
+declared: the giver's part ``provides`` it under a name, the taker ``needs`` that name (a unit test holds every
+need to an earlier giver), and the taker's plan reads it from :attr:`Host.provided`.
 
 Adding a concern: its module file (spec, ``part()``, ``purge(p)``), then its entries here.
 """
@@ -28,6 +28,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import io_metrics as _io_metrics
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_queues as _nvme_queues
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import placement as _placement
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as _sysctl
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
 
@@ -71,17 +72,21 @@ CONCERNS = (
             lambda params, host: _cgroup.part(params, host.fs, host.runner,
                                               planned_qos=host.provided.get("planned_qos")),
             many=True, needs=("planned_qos",)),
+    # services into the slices, after the cgroups that create them
+    Concern("placement", _placement.MODULE_SPEC, lambda params, host: _placement.part(params, host.fs, host.runner)),
 )
 
 # What purge runs, in order: each concern's ``purge(p)`` (``_concerns/purge.py`` gives ``p``) finds what of its own
 # the registry of owned files and the kernel show, and removes it through the module's own absent path. Boost windows
 # first, so that no timer fires after the purge and the caps in force are the unit's own until the cgroup step resets
-# them; the cgroups (state=absent also resets what systemd applied to the running cgroup); iocost (the kernel's own
+# them; the services' Slice= drop-ins (a daemon-reload, never a restart: a running service stays where it runs until
+# its next start); the cgroups (state=absent also resets what systemd applied to the running cgroup); iocost (the kernel's own
 # model and QoS back at once); then the block queues, sysctls and the nvme driver's options, whose live values stay
 # until the next boot or driver load; the io_metrics exporter last. Rules no step claims and the boot helpers are
 # removed after these, as files.
 REMOVALS = (
     _cgroup_boost.purge,
+    _placement.purge,
     _cgroup.purge,
     _iocost.purge,
     _blk_queue.purge,

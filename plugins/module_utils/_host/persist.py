@@ -106,6 +106,9 @@ TMPFILES_DROPIN = "/etc/systemd/system/systemd-tmpfiles-setup.service.d/50-aiinf
 MODPROBE_CONF = "/etc/modprobe.d/aiinfra-io-isolation-nvme.conf"
 SYSTEMD_UNIT_DIR = "/etc/systemd/system"
 SYSTEMD_DROPIN_NAME = "50-aiinfra-io-isolation.conf"
+# The placement module's drop-in: a service's Slice=. Its own name (a unit may have the cgroup module's drop-in
+# too), sorted after the vendor's numbered drop-ins so that its Slice= is the one systemd keeps.
+PLACEMENT_DROPIN_NAME = "90-aiinfra-io-isolation-slice.conf"
 # The boost window (cgroup_boost): a runtime-only drop-in, sorted after the persistent one so that
 # its values win, and the transient timer (plus the service it starts) that ends the window.
 # /run is a tmpfs: a reboot ends a window too.
@@ -235,7 +238,8 @@ METRICS_LAUNCHER = LIBEXEC_DIR + "/io-metrics"
 METRICS_LIB_DIR = "/usr/local/lib/aiinfra-io_isolation/io_metrics"
 
 # (owner module, glob of the files it writes) - what purge walks. The systemd entries are the
-# cgroup module's drop-ins and the slices it creates (a slice file is only ours when stamped), and
+# cgroup module's drop-ins and the slices it creates (a slice file is only ours when stamped), the placement
+# module's Slice= drop-ins, and
 # cgroup_boost's runtime drop-ins and timers (systemd writes the timer's file; it is ours when its
 # Description carries the stamp).
 OWNED = tuple((r.module, r.pattern()) for r in UDEV_RULES) + (
@@ -245,6 +249,7 @@ OWNED = tuple((r.module, r.pattern()) for r in UDEV_RULES) + (
     ("nvme_queues", MODPROBE_CONF),
     ("cgroup", "%s/*.d/%s" % (SYSTEMD_UNIT_DIR, SYSTEMD_DROPIN_NAME)),
     ("cgroup", "%s/*.slice" % SYSTEMD_UNIT_DIR),
+    ("placement", "%s/*.service.d/%s" % (SYSTEMD_UNIT_DIR, PLACEMENT_DROPIN_NAME)),
     ("cgroup_boost", "%s/*.d/%s" % (SYSTEMD_RUNTIME_DIR, BOOST_DROPIN_NAME)),
     ("cgroup_boost", "%s/%s*.timer" % (SYSTEMD_TRANSIENT_DIR, BOOST_UNIT_PREFIX)),
     ("io_metrics", "%s/%s.*" % (SYSTEMD_UNIT_DIR, METRICS_UNIT)),

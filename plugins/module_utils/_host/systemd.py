@@ -32,6 +32,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 from decimal import Decimal
 
@@ -593,6 +594,74 @@ def set_property_argv(unit, directives, runtime=True):
     unit_section(unit)
     return ["systemctl", "set-property"] + (["--runtime"] if runtime else []) + ["--", unit] + [
         "%s=%s" % pair for pair in directives]
+
+
+def restart_argv(unit):
+    unit_section(unit)
+    return ["systemctl", "restart", "--", unit]
+
+
+# systemctl's list-* tables: JSON (``--output=json``, which systemd 246 and newer honour for tables), and the same
+# argv prints the plain table without legend on a systemd that ignores it for tables.
+LIST_OPTIONS = ["--type=service", "--plain", "--no-legend", "--no-pager", "--output=json"]
+
+
+def _table(runner, argv, columns):
+    """[{column: value}] of a systemctl list-* table, from its JSON or, where the host's systemd prints text, its
+    plain whitespace-separated columns (the last column takes the rest of the line)."""
+    _rc, out, _err = runner.run(argv)
+    text = (out or "").strip()
+    if text.startswith("["):
+        try:
+            rows = json.loads(text)
+        except ValueError:
+            raise SystemdError("%s printed JSON that does not parse: %r" % (" ".join(argv), text[:200]))
+        return [dict((c, str(row.get(c) if row.get(c) is not None else "")) for c in columns)
+                for row in rows if isinstance(row, dict)]
+    out_rows = []
+    for line in text.splitlines():
+        fields = line.split(None, len(columns) - 1)
+        if fields and fields[0] in ("\u25cf", "*"):      # a bullet some versions print before failed units
+            fields = fields[1:]
+        if fields:
+            out_rows.append(dict(zip(columns, fields + [""] * (len(columns) - len(fields)))))
+    return out_rows
+
+
+def list_services(runner):
+    """Every service systemd knows on this host: {name: {"load": LoadState or "", "active": ActiveState or "",
+    "file": unit-file state or ""}} - the units it has loaded (``list-units --all``) and those installed
+    (``list-unit-files``), which a stopped, unreferenced service is only in. Templates (``foo@.service``) and
+    aliases are left out: a drop-in goes to the unit's own name."""
+    out = {}
+    for row in _table(runner, ["systemctl", "list-units", "--all"] + LIST_OPTIONS,
+                      ("unit", "load", "active", "sub", "description")):
+        out.setdefault(row["unit"], {"load": "", "active": "", "file": ""}).update(load=row["load"],
+                                                                                  active=row["active"])
+    for row in _table(runner, ["systemctl", "list-unit-files"] + LIST_OPTIONS, ("unit_file", "state", "preset")):
+        out.setdefault(row["unit_file"], {"load": "", "active": "", "file": ""})["file"] = row["state"]
+    return dict((name, info) for name, info in out.items()
+                if name.endswith(".service") and "@." not in name and info["file"] != "alias")
+
+
+def show_units(runner, units, properties):
+    """``systemctl show -p P... -- UNIT...`` as {unit as asked: {property: value}} (one block per unit, in order)."""
+    if not units:
+        return {}
+    argv = ["systemctl", "show"]
+    for prop in properties:
+        argv += ["-p", prop]
+    argv += ["--"] + list(units)
+    _rc, out, _err = runner.run(argv)
+    blocks = [b for b in re.split(r"\n\s*\n", (out or "").strip("\n"))]
+    if len(blocks) != len(units):
+        raise SystemdError("%s printed %d blocks for %d units: %r" % (" ".join(argv), len(blocks), len(units),
+                                                                   (out or "")[:300]))
+    result = {}
+    for unit, block in zip(units, blocks):
+        shown = parse_show(block)
+        result[unit] = dict((p, (shown.get(p) or [""])[-1]) for p in properties)
+    return result
 
 
 def systemd_version(runner):

@@ -22,7 +22,14 @@ and an empty assignment clears the list. Behaviour observed in the lab (docs/ker
   cpu.max (``CPUQuota=50%`` -> ``50000 100000``). Devices are named by path and resolved through
   the fake host's links to ``/sys/class/block/<name>/dev``;
 * ``show [-p P]... [--value] -- UNIT...`` prints the properties in systemd's format (a blank
-  line between units; a device limit at infinity is not listed, as systemd omits defaults);
+  line between units; a device limit at infinity is not listed, as systemd omits defaults; ``Id`` is the
+  unit's own name for an alias, ``DropInPaths`` its drop-ins in the order systemd reads them, ``Slice`` the one
+  its configuration gives);
+* a service runs in the slice its configuration gave when it started (``Slice=`` of its files, else the
+  vendor's ``slice``, else system.slice): ``daemon-reload`` changes ``Slice``, not ``ControlGroup``; ``restart``
+  stops it (its cgroup goes) and starts it in its configured slice;
+* ``list-units [--all]`` and ``list-unit-files`` with ``--type=`` print JSON with ``--output=json`` (unless
+  ``json_tables`` is off, as on systemd before 246), else the plain table;
 * runtime drop-ins in ``/run/systemd/system/<unit>.d`` are part of the configuration (for one
   file name: ``system.control`` over ``/etc`` over ``/run/systemd/system``);
 * ``systemd-run --on-boot=... --unit=NAME [--description=] [--property=Exec*=...] -- CMD`` makes
@@ -36,8 +43,10 @@ and an empty assignment clears the list. Behaviour observed in the lab (docs/ker
 each argv before it runs (a timer firing in the middle of a module call).
 """
 
+import json
 import os
 import re
+import shutil
 from collections import OrderedDict
 from decimal import Decimal
 
@@ -57,7 +66,7 @@ LIMITS = (("IOReadBandwidthMax", "rbps"), ("IOWriteBandwidthMax", "wbps"), ("IOR
           ("IOWriteIOPSMax", "wiops"))
 SCALARS = ("IOAccounting", "MemoryAccounting", "CPUAccounting", "IOWeight", "CPUWeight", "CPUQuota",
            "CPUQuotaPeriodSec", "MemoryMin", "MemoryLow", "MemoryHigh", "MemoryMax", "MemorySwapMax",
-           "MemoryZSwapMax", "Delegate", "Description", "OOMPolicy")
+           "MemoryZSwapMax", "Delegate", "Description", "OOMPolicy", "Slice")
 # (directive, kernel file, default)
 MEMORY = (("MemoryMin", "memory.min", "0"), ("MemoryLow", "memory.low", "0"), ("MemoryHigh", "memory.high", "max"),
           ("MemoryMax", "memory.max", "max"), ("MemorySwapMax", "memory.swap.max", "max"),
@@ -145,12 +154,21 @@ class SimSystemd(object):
         self.journal = []         # what systemd would log (kernel refusals it ignores)
         self.transient = {}       # transient units (systemd-run): name -> record
         self.hooks = []
+        self.aliases = {}         # alias name -> unit name
+        self.json_tables = True   # list-units/list-unit-files honour --output=json (systemd 246+)
 
     # -- set-up ---------------------------------------------------------------------------------
-    def add_unit(self, name, active=False, delegate=False, fragment=None, load_state="loaded", slice=None):
-        """A unit; ``fragment`` is a vendor unit file path (FragmentPath), ``active`` realises its cgroup."""
+    def add_unit(self, name, active=False, delegate=False, fragment=None, load_state="loaded", slice=None,
+                 file_state=None, alias_of=None):
+        """A unit; ``fragment`` is a vendor unit file path (FragmentPath), ``active`` realises its cgroup, ``slice``
+        the slice its vendor file gives (default system.slice). ``file_state`` is what ``list-unit-files`` says of
+        it (default: enabled for a unit with a fragment, unlisted without); ``alias_of`` makes it an alias."""
+        if alias_of is not None:
+            self.aliases[name] = alias_of
+            return self.units[alias_of]
         self.units[name] = {"LoadState": load_state, "active": False, "Delegate": delegate, "vendor": fragment or "",
-                            "FragmentPath": fragment or "", "slice": slice}
+                            "FragmentPath": fragment or "", "slice": slice, "running_slice": None,
+                            "file_state": file_state or ("enabled" if fragment else None)}
         self._reload_unit(name)
         if active:
             self._start(name)
@@ -210,6 +228,10 @@ class SimSystemd(object):
             return self._cmd_start(rest)
         if verb == "show":
             return self._show(rest)
+        if verb == "restart":
+            return self._restart(rest)
+        if verb in ("list-units", "list-unit-files"):
+            return self._list(verb, rest)
         if verb == "set-property":
             return self._set_property(rest)
         if verb == "stop":
@@ -328,16 +350,26 @@ class SimSystemd(object):
     # -- units ----------------------------------------------------------------------------------
     def unit(self, name):
         """The unit record; a slice without a file is synthesised (loaded), other unknown units are not-found."""
+        name = self.aliases.get(name, name)
         if name not in self.units:
             self.units[name] = {"LoadState": "loaded" if name.endswith(".slice") else "not-found", "active": False,
                                 "Delegate": False, "vendor": "", "FragmentPath": "", "slice": None}
             self._reload_unit(name)
         return self.units[name]
 
+    def configured_slice(self, name):
+        """The slice a service's loaded configuration gives it: a Slice= of its files, else its vendor's, else
+        system.slice."""
+        u = self.unit(name)
+        return self.loaded.get(name, _config())["scalars"].get("Slice") or u["slice"] or "system.slice"
+
     def _rel(self, name):
         if name.endswith(".slice"):
             return slice_path(name)
-        return "%s/%s" % (slice_path(self.unit(name)["slice"] or "system.slice"), name)
+        u = self.unit(name)
+        # a running unit stays in the cgroup it was started in until it starts again
+        where = u.get("running_slice") if u["active"] and u.get("running_slice") else self.configured_slice(name)
+        return "%s/%s" % (slice_path(where), name)
 
     def _files(self, name):
         """Unit file then drop-ins in the order systemd applies them."""
@@ -407,9 +439,55 @@ class SimSystemd(object):
             return
         if name.endswith(".slice") and "-" in name[:-len(".slice")]:
             self._start(name[:-len(".slice")].rsplit("-", 1)[0] + ".slice")
+        if not name.endswith(".slice"):
+            u["running_slice"] = self.configured_slice(name)
         u["active"] = True
         self.kernel.ensure_group(self.cgroup(name), leaf_enable=name.endswith(".slice"))
         self._apply(name)
+
+    def _restart(self, args):
+        """Stops each unit (its processes and cgroup go) and starts it again, in the slice its configuration gives."""
+        _opts, units = self._units_of(args)
+        for name in units:
+            if self.unit(name)["LoadState"] == "not-found":
+                return 5, "", "Failed to restart %s: Unit %s not found.\n" % (name, name)
+        for name in units:
+            name = self.aliases.get(name, name)
+            u = self.unit(name)
+            if u["active"]:
+                old = self.host.path(self.cgroup(name))
+                if os.path.isdir(old):
+                    shutil.rmtree(old)
+                u["active"] = False
+                u["running_slice"] = None
+            self._start(name)
+        return 0, "", ""
+
+    def _list(self, verb, args):
+        """list-units [--all] / list-unit-files, --type=service, as JSON (--output=json) or the plain table."""
+        opts, patterns = self._units_of(args)
+        kind = [o.split("=", 1)[1] for o in opts if o.startswith("--type=")]
+        rows = []
+        for name in sorted(self.units):
+            u = self.units[name]
+            if kind and not name.endswith("." + kind[0]):
+                continue
+            if verb == "list-units":
+                if not u["active"] and "--all" not in opts:
+                    continue
+                rows.append(OrderedDict([("unit", name), ("load", u["LoadState"]),
+                                         ("active", "active" if u["active"] else "inactive"),
+                                         ("sub", "running" if u["active"] else "dead"), ("description", name)]))
+            elif u.get("file_state"):
+                rows.append(OrderedDict([("unit_file", name), ("state", u["file_state"]), ("preset", "enabled")]))
+        if verb == "list-unit-files":
+            rows.extend(OrderedDict([("unit_file", a), ("state", "alias"), ("preset", "-")]) for a in sorted(self.aliases))
+        if "--output=json" in opts and self.json_tables:
+            return 0, json.dumps(list(rows), separators=(",", ":")) + "\n", ""
+        lines = [" ".join(row.values()) for row in rows]
+        if "--no-legend" not in opts:
+            lines.append("\n%d loaded units listed." % len(rows))
+        return 0, "".join(line + "\n" for line in lines), ""
 
     # -- set-property ---------------------------------------------------------------------------
     def _set_property(self, args):
@@ -494,6 +572,7 @@ class SimSystemd(object):
     # -- show -----------------------------------------------------------------------------------
     def properties(self, name):
         """[(property, value)] as ``systemctl show`` prints them (device lists repeat the property)."""
+        name = self.aliases.get(name, name)
         u = self.unit(name)
         cfg = self.loaded[name]
         s, lists = cfg["scalars"], cfg["lists"]
@@ -501,8 +580,12 @@ class SimSystemd(object):
         def yes(key):
             return "yes" if s.get(key, "no") in ("yes", "true", "1", "on") else "no"
 
-        out = [("Id", name), ("LoadState", u["LoadState"]), ("ActiveState", "active" if u["active"] else "inactive"),
-               ("FragmentPath", u["FragmentPath"]), ("ControlGroup", "/" + self._rel(name) if u["active"] else ""),
+        files = self._files(name)
+        dropins = [f for f in files if f != u["FragmentPath"]]
+        out = [("Id", self.aliases.get(name, name)), ("LoadState", u["LoadState"]),
+               ("ActiveState", "active" if u["active"] else "inactive"),
+               ("FragmentPath", u["FragmentPath"]), ("DropInPaths", " ".join(dropins)),
+               ("ControlGroup", "/" + self._rel(name) if u["active"] else ""),
                ("Delegate", "yes" if u["Delegate"] else "no"), ("IOAccounting", yes("IOAccounting")),
                ("IOWeight", s.get("IOWeight", "[not set]"))]
         out += [("IODeviceWeight", "%s %s" % kv) for kv in lists["IODeviceWeight"].items()]
@@ -524,6 +607,8 @@ class SimSystemd(object):
                     else "infinity"))
         out.append(("CPUQuotaPeriodUSec", format_timespan(parse_timespan(s["CPUQuotaPeriodSec"]))
                     if "CPUQuotaPeriodSec" in s else "infinity"))
+        if not name.endswith(".slice"):
+            out.append(("Slice", self.configured_slice(name)))
         return out
 
     def _show(self, args):
