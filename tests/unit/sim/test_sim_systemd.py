@@ -251,3 +251,36 @@ def test_failure_injection(tmp_path):
 def test_timespans_round_trip_through_the_plugin_parser(usec, text):
     assert format_timespan(usec) == text
     assert parse_timespan(text) == usec and sd.parse_timespan(text) == usec
+
+
+def test_a_running_service_keeps_its_cgroup_until_it_restarts_in_its_configured_slice(tmp_path):
+    h, _kernel, systemd = make(tmp_path)
+    h.mkdir(CG + "/system.slice")
+    systemd.add_unit("vllm.service", active=True, fragment="/usr/lib/systemd/system/vllm.service")
+    show = lambda prop: systemd.run(["systemctl", "show", "-p", prop, "--value", "--", "vllm.service"])[1].strip()
+    assert show("Slice") == "system.slice" and show("ControlGroup") == "/system.slice/vllm.service"
+    h.write("/etc/systemd/system/vllm.service.d/90-x.conf", "[Service]\nSlice=inference.slice\n")
+    systemd.run(["systemctl", "daemon-reload"])
+    assert show("Slice") == "inference.slice" and show("ControlGroup") == "/system.slice/vllm.service"
+    assert show("DropInPaths") == "/etc/systemd/system/vllm.service.d/90-x.conf"
+    systemd.run(["systemctl", "restart", "--", "vllm.service"])
+    assert show("ControlGroup") == "/inference.slice/vllm.service"
+    assert os.path.isdir(h.path(CG + "/inference.slice/vllm.service"))
+    assert not os.path.isdir(h.path(CG + "/system.slice/vllm.service"))
+    with pytest.raises(CommandError, match="Unit nope.service not found"):
+        systemd.run(["systemctl", "restart", "--", "nope.service"])
+
+
+def test_unit_listings_as_json_or_the_plain_table(tmp_path):
+    _h, _kernel, systemd = make(tmp_path)
+    systemd.add_unit("vllm.service", active=True, fragment="/usr/lib/systemd/system/vllm.service")
+    systemd.add_unit("batch.service", fragment="/usr/lib/systemd/system/batch.service", file_state="disabled")
+    systemd.add_unit("sshd.service", alias_of="vllm.service")
+    opts = ["--type=service", "--plain", "--no-legend", "--output=json"]
+    assert systemd.run(["systemctl", "list-units"] + opts)[1] == (
+        '[{"unit":"vllm.service","load":"loaded","active":"active","sub":"running","description":"vllm.service"}]\n')
+    assert '"unit_file":"sshd.service","state":"alias"' in systemd.run(["systemctl", "list-unit-files"] + opts)[1]
+    systemd.json_tables = False
+    assert systemd.run(["systemctl", "list-units", "--all"] + opts)[1] == (
+        "batch.service loaded inactive dead batch.service\nvllm.service loaded active running vllm.service\n")
+    assert systemd.run(["systemctl", "show", "-p", "Id", "--value", "--", "sshd.service"])[1] == "vllm.service\n"

@@ -706,3 +706,55 @@ def test_unit_state_absent_removes_the_dropin_and_its_directory(tmp_path):
     assert [c for c in systemd.calls if c[1] == "set-property"][-1][5:] == ["MemoryMin="]
     assert h.read("/sys/fs/cgroup/inference.slice/memory.min") == "0\n"
     assert result["values"]["inference.slice"] == {"files": {plan.path: None}, "kernel": {"memory.min": 0}}
+
+
+# -- the unit listings and several units' show (the placement module) ------------------------------------------------
+LIST_UNITS = ("systemctl", "list-units", "--all") + tuple(sd.LIST_OPTIONS)
+LIST_FILES = ("systemctl", "list-unit-files") + tuple(sd.LIST_OPTIONS)
+
+
+def test_list_services_reads_json_from_both_listings():
+    # systemd 252's JSON (observed on the lab's Debian 12): one object per row, keyed by the column names
+    units = ('[{"unit":"vllm.service","load":"loaded","active":"active","sub":"running","description":"vLLM"},'
+             '{"unit":"nope.service","load":"not-found","active":"inactive","sub":"dead","description":"nope.service"}]')
+    files = ('[{"unit_file":"vllm.service","state":"enabled","preset":"enabled"},'
+             '{"unit_file":"batch.service","state":"disabled","preset":"enabled"},'
+             '{"unit_file":"trainer@.service","state":"static","preset":null},'
+             '{"unit_file":"sshd.service","state":"alias","preset":null}]')
+    runner = FakeRunner({LIST_UNITS: (0, units + "\n", ""), LIST_FILES: (0, files + "\n", "")})
+    assert sd.list_services(runner) == {
+        "vllm.service": {"load": "loaded", "active": "active", "file": "enabled"},
+        "nope.service": {"load": "not-found", "active": "inactive", "file": ""},
+        "batch.service": {"load": "", "active": "", "file": "disabled"}}
+    assert [c[1] for c in runner.calls] == ["list-units", "list-unit-files"]
+
+
+def test_list_services_reads_the_plain_table_where_systemd_prints_no_json():
+    units = ("vllm.service loaded active running vLLM inference server\n"
+             "\u25cf nope.service not-found inactive dead nope.service\n")
+    files = "vllm.service enabled enabled\nbatch.service disabled enabled\n"
+    runner = FakeRunner({LIST_UNITS: (0, units, ""), LIST_FILES: (0, files, "")})
+    got = sd.list_services(runner)
+    assert got["vllm.service"] == {"load": "loaded", "active": "active", "file": "enabled"}
+    assert got["nope.service"]["load"] == "not-found" and got["batch.service"]["file"] == "disabled"
+
+
+def test_list_services_failures_are_errors():
+    runner = FakeRunner({LIST_UNITS: CommandError(list(LIST_UNITS), 1, "", "Failed to connect to bus")})
+    with pytest.raises(CommandError, match="Failed to connect to bus"):
+        sd.list_services(runner)
+    runner = FakeRunner({LIST_UNITS: (0, "[{", ""), LIST_FILES: (0, "[]", "")})
+    with pytest.raises(sd.SystemdError, match="printed JSON that does not parse"):
+        sd.list_services(runner)
+
+
+def test_show_units_splits_the_blocks_by_unit():
+    argv = ("systemctl", "show", "-p", "Id", "-p", "Slice", "--", "a.service", "b.service")
+    runner = FakeRunner({argv: (0, "Id=a.service\nSlice=system.slice\n\nId=b.service\nSlice=\n", "")})
+    assert sd.show_units(runner, ["a.service", "b.service"], ("Id", "Slice")) == {
+        "a.service": {"Id": "a.service", "Slice": "system.slice"}, "b.service": {"Id": "b.service", "Slice": ""}}
+    assert sd.show_units(runner, [], ("Id",)) == {}
+    short = FakeRunner({argv: (0, "Id=a.service\nSlice=system.slice\n", "")})
+    with pytest.raises(sd.SystemdError, match="printed 1 blocks for 2 units"):
+        sd.show_units(short, ["a.service", "b.service"], ("Id", "Slice"))
+    assert sd.restart_argv("vllm.service") == ["systemctl", "restart", "--", "vllm.service"]
