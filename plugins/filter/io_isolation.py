@@ -339,9 +339,11 @@ def _short(value, limit=120):
 # The role variables each planning filter takes, as one dict keyed by variable name (its errors name them).
 INFERENCE_VARS = ("inference_slice", "inference_io_weight", "inference_memory_low", "inference_memory_min",
                   "inference_cpu_weight", "inference_io_latency_us", "inference_io_prio_class",
-                  "inference_io_prio_groups", "inference_io_low")
+                  "inference_io_prio_groups", "inference_io_low", "inference_units")
 TRAINING_VARS = ("training_slice", "training_io_weight", "training_io_max", "training_memory_high",
-                 "training_cpu_weight", "training_io_prio_class")
+                 "training_cpu_weight", "training_io_prio_class", "training_units")
+# A unit the roles list is a name, or a pattern when it has a shell wildcard.
+_WILDCARD = ("*", "?", "[")
 BASELINE_VARS = ("io_baseline_blk_queue", "io_baseline_sysctls", "io_baseline_nvme_queues")
 
 
@@ -426,10 +428,44 @@ def _slice_section(profile, entries, extra):
     return profile
 
 
+def _units(settings, name):
+    """A tenant's ``<role>_units``: a list of service names and patterns, or a clear error naming the variable."""
+    fix = "give a list of service names or patterns (vllm.service, vllm-*.service), or [] for none"
+    _sized(settings, name, list, fix)
+    units = settings[name]
+    bad = [u for u in units if not isinstance(u, str) or not u.strip()]
+    if bad:
+        raise AnsibleFilterError("%s has %s: %s" % (name, ", ".join(_short(repr(u)) for u in bad), fix))
+    return [u.strip() for u in units]
+
+
+def _placement_section(profile, label, units, slice_name, allow_critical):
+    """``profile`` with a tenant's units in the ``placement`` section (the role's own entries replaced, by label).
+    Without units and without any other role's, the profile has no placement section: nothing is asked of the
+    host's units."""
+    profile = dict(profile or {})
+    section = dict(profile.get("placement") or {})
+    entries = [e for e in section.get("units") or [] if e.get("label") != label]
+    for unit in units:
+        entry = {"label": label, ("pattern" if any(c in unit for c in _WILDCARD) else "name"): unit,
+                 "slice": slice_name}
+        if allow_critical:
+            entry["allow_critical"] = True
+        entries.append(entry)
+    if entries:
+        # exclusive: a unit taken off the list leaves its slice (its drop-in is removed)
+        section.update(units=entries, exclusive=True)
+        profile["placement"] = section
+    else:
+        profile.pop("placement", None)
+    return profile
+
+
 def inference_plan(profile, settings, disks=None, facts=None):
     """The host profile with the inference role's plan added: the slice's cgroups entry (io weight, io.latency,
     io.prio.class and io.low where asked, memory.low/min, cpu.weight), one cgroupfs entry per io.prio.class group,
-    the slice in ``pressure`` and the ``inference`` section ({slice, groups}) apply.yml publishes the results by.
+    the slice in ``pressure``, the ``inference`` section ({slice, groups}) apply.yml publishes the results by, and
+    the ``inference_units`` (service names or patterns) as entries of the ``placement`` section.
 
     ``settings``: the role's variables keyed by name (``INFERENCE_VARS``); ``disks``: io_isolation_planned_disks
     (needed only for io.latency and io.low); ``facts``: ansible_facts.io_isolation (host.memory_stable_bytes).
@@ -457,14 +493,18 @@ def inference_plan(profile, settings, disks=None, facts=None):
     entries = {name: entry}
     entries.update(group_entries(groups, {"manager": "cgroupfs", "when_unsupported": "warn",
                                           "io": {"prio_class": prio_class}}, "inference group "))
+    units = _units(v, "inference_units")
     pressure = _unique(list((profile or {}).get("pressure") or []) + [name])
-    return _slice_section(profile, entries, {"pressure": pressure, "inference": {"slice": name, "groups": groups}})
+    profile = _slice_section(profile, entries, {"pressure": pressure, "inference": {"slice": name, "groups": groups}})
+    # the protected tenant may hold a host-critical unit (the container runtime its servers run in)
+    return _placement_section(profile, "inference units", units, name, allow_critical=True)
 
 
 def training_plan(profile, settings, disks=None, facts=None):
     """The host profile with the training role's plan added: the slice's cgroups entry (io weight, io.max caps,
     absolute or a share of each disk's planned model, io.prio.class where asked, memory.high, cpu.weight) and the
-    ``training`` section ({slice}) apply.yml publishes the result by.
+    ``training`` section ({slice}) apply.yml publishes the result by, and the ``training_units`` as entries of the
+    ``placement`` section (host-critical units refused by the placement module).
 
     ``settings``: the role's variables keyed by name (``TRAINING_VARS``); ``disks``: io_isolation_planned_disks
     (needed only for io.max); ``facts``: ansible_facts.io_isolation (host.memory_stable_bytes).
@@ -485,7 +525,10 @@ def training_plan(profile, settings, disks=None, facts=None):
     entry = {"label": "training slice", "name": name, "create": True, "when_unsupported": "warn", "io": io,
              "memory": {"high": _ram(v, "training_memory_high", memory_bytes)},
              "cpu": {"weight": v["training_cpu_weight"]}}
-    return _slice_section(profile, {name: entry}, {"training": {"slice": name}})
+    units = _units(v, "training_units")
+    profile = _slice_section(profile, {name: entry}, {"training": {"slice": name}})
+    # never a host-critical unit under the throttled tenant's caps: the placement module refuses them
+    return _placement_section(profile, "training units", units, name, allow_critical=False)
 
 
 def baseline_plan(profile, plan, settings):
@@ -515,7 +558,8 @@ def verify_drift(baseline, inference=None, training=None):
 
     ``baseline``: io_baseline_results (one result per section); ``inference``, ``training``: the tenant roles'
     results (their ``slice``, and the inference role's workload ``groups``). Returns ``{"drift": {name: result},
-    "boost": the training slice's boost window or None}``: only results that would change; the training slice
+    "boost": the training slice's boost window or None}``: only results that would change, or that list a service
+    running outside its slice (``restart_required``, the placement section without a restart); the training slice
     left out while it is in an open boost window that is its only difference (the host's timer ends it)."""
     inference, training = inference or {}, training or {}
     results = dict(baseline or {})
@@ -523,7 +567,9 @@ def verify_drift(baseline, inference=None, training=None):
     results["training slice"] = training.get("slice") or {}
     for group, result in (inference.get("groups") or {}).items():
         results["inference group " + group] = result
-    drift = dict((k, v) for k, v in results.items() if isinstance(v, dict) and v.get("changed"))
+    # a service that runs outside its slice (placement's restart_required) drifted, though nothing would be written
+    drift = dict((k, v) for k, v in results.items()
+                 if isinstance(v, dict) and (v.get("changed") or v.get("restart_required")))
     boost = (training.get("slice") or {}).get("boost")
     if isinstance(boost, dict) and boost.get("active") and boost.get("only_difference"):
         drift.pop("training slice", None)
@@ -536,12 +582,19 @@ def drift_summary(results):
     Kernel drift the cgroup module found is given as file/key/want/have; managed files as
     "file <path> differs"; other settings as before -> after. A slice's boost window (the cgroup
     module's ``boost``) is one line saying what is wrong with it: past its end and still lifted, no
-    timer to end it, or open while the slice drifted besides.
+    timer to end it, or open while the slice drifted besides. A service that runs outside its slice
+    (placement's ``restart_required``) is one line too; the placement's ``daemon-reload`` key is not (it
+    only repeats the drop-ins).
     """
     lines = []
     for name, result in sorted((results or {}).items()):
-        if not isinstance(result, dict) or not result.get("changed"):
+        restart = result.get("restart_required") if isinstance(result, dict) else None
+        if not isinstance(result, dict) or not (result.get("changed") or restart):
             continue
+        for unit in restart or []:
+            info = (result.get("units") or {}).get(unit) or {}
+            lines.append("%s: %s runs in %s, outside %s, until it is restarted (io_isolation_restart_ok)"
+                         % (name, unit, info.get("cgroup"), info.get("slice")))
         before = (result.get("diff") or {}).get("before") or {}
         after = (result.get("diff") or {}).get("after") or {}
         boost = result.get("boost")
@@ -549,6 +602,8 @@ def drift_summary(results):
             lines.append("%s: %s" % (name, _boost_line(boost)))
         for key in sorted(set(before) | set(after)):
             if isinstance(boost, dict) and str(key).startswith("boost window "):
+                continue
+            if key == "daemon-reload" and "restart_required" in result:
                 continue
             old, new = before.get(key), after.get(key)
             drift = old.get("drift") if isinstance(old, dict) else None
@@ -564,7 +619,7 @@ def drift_summary(results):
                 lines.append("%s: file %s %s" % (name, key, what))
             else:
                 lines.append("%s: %s: %s -> %s" % (name, key, _short(old), _short(new)))
-        if not before and not after:
+        if not before and not after and not restart:
             lines.append("%s: would change" % name)
     return lines
 

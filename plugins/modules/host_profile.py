@@ -14,14 +14,16 @@ short_description: Apply a host's whole I/O-isolation profile in one module exec
 version_added: 0.2.0
 description:
   - Reconciles everything the collection's single-purpose modules set on a host - the iocost model and QoS, block-queue
-    attributes, sysctls, the NVMe driver's queues and any number of cgroups - in B(one) remote module execution. A
+    attributes, sysctls, the NVMe driver's queues, any number of cgroups and the services placed in slices - in B(one)
+    remote module execution. A
     fleet pays each module execution once per host and per run; with this module a rollout is two (M(aiinfra.io_isolation.io_facts),
     then this), and so is a drift check in check mode.
   - Each section takes exactly the options of its module, checked with that module's own argument spec, and is carried
     out by that module's own code, engine and persistence. The modules stay for ad-hoc use; the results are the same.
   - All sections run through one reconcile. Every input of every section is checked before the first write, and a
     refusal names the section and the item (for example the training slice's C(io.max) line); nothing is applied then. The
-    kernel's order holds across sections - iocost first, because per-disk weights need it, the cgroups last. If the
+    kernel's order holds across sections - iocost first, because per-disk weights need it, then the cgroups, and the
+    services last, into the slices the cgroups created. If the
     kernel refuses a value, what this call already changed, in any section, is restored.
   - Returns the pressure (PSI) of the host and of the cgroups named in O(pressure), read after the apply, so that a
     health gate needs no further call.
@@ -59,6 +61,13 @@ options:
     type: list
     elements: dict
     default: []
+  placement:
+    description:
+      - The options of M(aiinfra.io_isolation.placement) - systemd services put into slices by a C(Slice=) drop-in
+        each, applied after the cgroups. Omit to leave the services alone.
+      - A running service outside its slice is restarted only with the section's O(aiinfra.io_isolation.placement#module:restart);
+        otherwise the section's result lists it in C(restart_required).
+    type: dict
   pressure:
     description:
       - Cgroups (unit names or paths) whose io, memory and cpu pressure to return in RV(pressure), read after the
@@ -79,6 +88,7 @@ seealso:
   - module: aiinfra.io_isolation.sysctl
   - module: aiinfra.io_isolation.nvme_queues
   - module: aiinfra.io_isolation.cgroup
+  - module: aiinfra.io_isolation.placement
 """
 
 EXAMPLES = r"""
@@ -104,6 +114,9 @@ EXAMPLES = r"""
         create: true
         io: {weight: 50, max: {nvme0n1: {wbps: 500MB}}}
         memory: {high: 8G}
+    placement:
+      units:
+        - {name: vllm.service, slice: inference.slice}
     pressure: [inference.slice]
   register: profile
 
@@ -127,7 +140,7 @@ diff:
 sections:
   description:
     - The result of each section given, as its module returns it (its C(diff) keyed as that module keys it), by
-      section name (C(iocost), C(blk_queue), C(sysctl), C(nvme_queues)).
+      section name (C(iocost), C(blk_queue), C(sysctl), C(nvme_queues), C(placement)).
   returned: always
   type: dict
   sample:

@@ -239,6 +239,21 @@ def test_drift_summary_lines():
     assert f.drift_summary({"x": {"changed": False}}) == []
 
 
+def test_drift_summary_names_the_services_outside_their_slice():
+    placed = {"changed": False, "restart_required": ["vllm.service"], "diff": {"before": {}, "after": {}},
+              "units": {"vllm.service": {"slice": "inference.slice", "cgroup": "/system.slice/vllm.service"}}}
+    assert f.drift_summary({"placement": placed}) == [
+        "placement: vllm.service runs in /system.slice/vllm.service, outside inference.slice, until it is restarted "
+        "(io_isolation_restart_ok)"]
+    dropin = "/etc/systemd/system/vllm.service.d/90-aiinfra-io-isolation-slice.conf"
+    written = dict(placed, changed=True, diff={
+        "before": {dropin: None, "daemon-reload": [dropin], "vllm.service": {"slice": "system.slice"}},
+        "after": {dropin: "[Service]\nSlice=inference.slice\n", "daemon-reload": [], "vllm.service": {"slice": "inference.slice"}}})
+    assert f.drift_summary({"placement": written})[1:] == [
+        "placement: file %s would be created" % dropin,
+        "placement: vllm.service: {'slice': 'system.slice'} -> {'slice': 'inference.slice'}"]
+
+
 def test_drift_summary_names_what_is_wrong_with_a_boost_window():
     window = {"window_end": "2026-12-04T02:10:01Z", "timer": "aiinfra-io-isolation-boost-training.timer",
               "timer_state": "waiting", "active": False, "expired": True, "orphaned": False, "only_difference": True}
@@ -268,6 +283,11 @@ def test_verify_drift_keeps_what_would_change_and_forgives_an_open_boost_window_
                          {"slice": changed})
     assert got == {"drift": {"iocost": changed, "inference group llm": changed, "training slice": changed},
                    "boost": None}
+    # a service running outside its slice is drift, though nothing would be written
+    placed = {"changed": False, "restart_required": ["vllm.service"],
+              "units": {"vllm.service": {"slice": "inference.slice", "cgroup": "/system.slice/vllm.service"}}}
+    assert f.verify_drift({"placement": placed, "sysctl": same})["drift"] == {"placement": placed}
+    assert f.verify_drift({"placement": dict(placed, restart_required=[])})["drift"] == {}
     # a host with neither tenant role, or results without a slice
     assert f.verify_drift({"sysctl": same}) == {"drift": {}, "boost": None}
     assert f.verify_drift({}, {}, {"slice": None}) == {"drift": {}, "boost": None}

@@ -29,9 +29,11 @@ AFTER_TRAINING = {"iocost": {"devices": [{"device": "lab-nvme-b", "model": {"ctr
 # roles/*/defaults/main.yml
 INFERENCE = {"inference_slice": "inference.slice", "inference_io_weight": 1000, "inference_memory_low": "20%",
              "inference_memory_min": 0, "inference_cpu_weight": 1000, "inference_io_latency_us": 0,
-             "inference_io_prio_class": "", "inference_io_prio_groups": [], "inference_io_low": {}}
+             "inference_io_prio_class": "", "inference_io_prio_groups": [], "inference_io_low": {},
+             "inference_units": []}
 TRAINING = {"training_slice": "training.slice", "training_io_weight": 100, "training_io_max": {},
-            "training_memory_high": "60%", "training_cpu_weight": 100, "training_io_prio_class": ""}
+            "training_memory_high": "60%", "training_cpu_weight": 100, "training_io_prio_class": "",
+            "training_units": []}
 BASELINE = {"io_baseline_blk_queue": {}, "io_baseline_nvme_queues": {},
             "io_baseline_sysctls": {"vm.swappiness": 10, "vm.dirty_background_bytes": 268435456,
                                     "vm.dirty_bytes": 1073741824}}
@@ -213,6 +215,43 @@ def test_training_after_inference_keeps_the_inference_plan():
 PLAN = {"devices": [{"device": "nvme.1b36-lab-a", "model": {"rbps": 2000000000}, "qos": {"rpct": 95, "max": 100}},
                     {"device": "lab-nvme-b", "model": {"ctrl": "auto"}}],
         "disks": DISKS, "sources": {}, "qos_sources": {}, "warnings": [], "uncalibrated": []}
+
+
+# -- the tenants' units: the placement section ----------------------------------------------------------------------
+INFERENCE_UNITS = {"label": "inference units", "name": "vllm.service", "slice": "inference.slice", "allow_critical": True}
+TRAINING_UNITS = {"label": "training units", "pattern": "trainer@*.service", "slice": "training.slice"}
+
+
+def test_no_units_no_placement_section():
+    assert "placement" not in training(inference())
+    assert "placement" not in inference({"placement": {"units": [INFERENCE_UNITS], "exclusive": True}}), \
+        "the role's own entries go, and with them the section"
+
+
+def test_units_are_placement_entries_of_both_tenants():
+    got = training(inference(inference_units=["vllm.service"]), training_units=[" trainer@*.service"])
+    assert list(got) == ["cgroups", "pressure", "inference", "placement", "training"]
+    assert_identical(got["placement"], {"units": [INFERENCE_UNITS, TRAINING_UNITS], "exclusive": True})
+    # planning a role again replaces its own entries, keeps the other role's
+    again = inference(got, inference_units=["vllm-*.service", "embed.service"], inference_slice="ai-inference.slice")
+    assert_identical(again["placement"]["units"], [
+        TRAINING_UNITS,
+        {"label": "inference units", "pattern": "vllm-*.service", "slice": "ai-inference.slice", "allow_critical": True},
+        {"label": "inference units", "name": "embed.service", "slice": "ai-inference.slice", "allow_critical": True}])
+    assert_identical(inference(again)["placement"], {"units": [TRAINING_UNITS], "exclusive": True})
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: inference(inference_units="vllm.service"),
+     r"inference_units is 'vllm\.service' \(str\): give a list of service names or patterns"),
+    (lambda: training(training_units=["ok.service", "", 3]),
+     r"training_units has '', 3: give a list of service names or patterns \(vllm\.service, vllm-\*\.service\)"),
+    (lambda: f.training_plan(None, dict((k, v) for k, v in TRAINING.items() if k != "training_units"), DISKS, FACTS),
+     r"training_plan: the role's variables lack training_units"),
+])
+def test_bad_units_name_the_variable(call, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        call()
 
 
 def test_baseline_plan_defaults():
