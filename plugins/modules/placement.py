@@ -142,8 +142,9 @@ RETURN = r"""
 units:
   description:
     - Each unit the call placed or took out, by name - C(slice) (where it belongs now), C(state), C(dropin) (the
-      file), C(matched_by) (the name or pattern that listed it), C(loaded_slice) (the C(Slice=) systemd holds after
-      the call, or now in check mode) and C(cgroup) (where it runs, null while it is stopped).
+      file), C(matched_by) (the name or pattern that listed it, V(exclusive) for a unit O(exclusive) took out),
+      C(loaded_slice) (the C(Slice=) systemd holds after the call, or now in check mode) and C(cgroup) (where it
+      runs, null while it is stopped).
   returned: success
   type: dict
   sample:

@@ -370,10 +370,7 @@ class Request:
                 wanted.append((name, label, name, slice_name, allow))
                 continue
             if services is None:
-                try:
-                    services = sd.list_services(self.runner)
-                except sd.SystemdError as e:
-                    raise RequestError(e.errors)
+                services = sd.list_services(self.runner)
             found = sorted(n for n, i in services.items() if fnmatch.fnmatchcase(n, pattern)
                            and "not-found" not in (i["load"], i["file"]) and "masked" not in (i["load"], i["file"]))
             if not found:
@@ -428,10 +425,7 @@ class Request:
         return "%s: systemd cannot load %s (LoadState=%s): fix the unit first" % (label, where, load)
 
     def _show(self, names):
-        try:
-            return sd.show_units(self.runner, names, SHOW)
-        except sd.SystemdError as e:
-            raise RequestError(e.errors)
+        return sd.show_units(self.runner, names, SHOW)
 
     def _absent_targets(self):
         """The units with this module's drop-in that the entries match, and the units named (a named unit whose

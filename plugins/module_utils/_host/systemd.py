@@ -41,6 +41,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabil
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import (
     CGROUP_ROOT, is_unit_name, resolve, validate_unit_name,
 )
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
     CGROUP_FILES, MAX, PAGE_SIZE, CodecError, CpuMax, IoLatency, IoWeight, MemorySize, parse_size,
 )
@@ -609,13 +610,13 @@ LIST_OPTIONS = ["--type=service", "--plain", "--no-legend", "--no-pager", "--out
 def _table(runner, argv, columns):
     """[{column: value}] of a systemctl list-* table, from its JSON or, where the host's systemd prints text, its
     plain whitespace-separated columns (the last column takes the rest of the line)."""
-    _rc, out, _err = runner.run(argv)
+    _rc, out, err = runner.run(argv)
     text = (out or "").strip()
     if text.startswith("["):
         try:
             rows = json.loads(text)
         except ValueError:
-            raise SystemdError("%s printed JSON that does not parse: %r" % (" ".join(argv), text[:200]))
+            raise CommandError(argv, 0, out, err, reason="it printed JSON that does not parse: %r" % text[:200])
         return [dict((c, str(row.get(c) if row.get(c) is not None else "")) for c in columns)
                 for row in rows if isinstance(row, dict)]
     out_rows = []
@@ -652,11 +653,11 @@ def show_units(runner, units, properties):
     for prop in properties:
         argv += ["-p", prop]
     argv += ["--"] + list(units)
-    _rc, out, _err = runner.run(argv)
-    blocks = [b for b in re.split(r"\n\s*\n", (out or "").strip("\n"))]
+    _rc, out, err = runner.run(argv)
+    blocks = re.split(r"\n\s*\n", (out or "").strip("\n"))
     if len(blocks) != len(units):
-        raise SystemdError("%s printed %d blocks for %d units: %r" % (" ".join(argv), len(blocks), len(units),
-                                                                   (out or "")[:300]))
+        raise CommandError(argv, 0, out, err, reason="it printed %d blocks for %d units: %r"
+                           % (len(blocks), len(units), (out or "")[:300]))
     result = {}
     for unit, block in zip(units, blocks):
         shown = parse_show(block)

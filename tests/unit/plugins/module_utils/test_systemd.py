@@ -744,7 +744,7 @@ def test_list_services_failures_are_errors():
     with pytest.raises(CommandError, match="Failed to connect to bus"):
         sd.list_services(runner)
     runner = FakeRunner({LIST_UNITS: (0, "[{", ""), LIST_FILES: (0, "[]", "")})
-    with pytest.raises(sd.SystemdError, match="printed JSON that does not parse"):
+    with pytest.raises(CommandError, match="printed JSON that does not parse"):
         sd.list_services(runner)
 
 
@@ -755,6 +755,6 @@ def test_show_units_splits_the_blocks_by_unit():
         "a.service": {"Id": "a.service", "Slice": "system.slice"}, "b.service": {"Id": "b.service", "Slice": ""}}
     assert sd.show_units(runner, [], ("Id",)) == {}
     short = FakeRunner({argv: (0, "Id=a.service\nSlice=system.slice\n", "")})
-    with pytest.raises(sd.SystemdError, match="printed 1 blocks for 2 units"):
+    with pytest.raises(CommandError, match="printed 1 blocks for 2 units"):
         sd.show_units(short, ["a.service", "b.service"], ("Id", "Slice"))
     assert sd.restart_argv("vllm.service") == ["systemctl", "restart", "--", "vllm.service"]
