@@ -37,6 +37,7 @@ def validate(tmp_path, role, given):
 @pytest.mark.parametrize("role, given, words", [
     ("inference", {"inference_io_weight": "heavy"}, "argument 'inference_io_weight' is of type str"),
     ("training", {"training_io_max": [1]}, "argument 'training_io_max' is of type list"),
+    ("inference", {"inference_units": {"vllm.service": 1}}, "argument 'inference_units' is of type dict"),
     ("io_baseline", {"io_baseline_devices": {"a": 1}}, "argument 'io_baseline_devices' is of type dict"),
     ("calibration", {"calibration_targets": [{"filesystem": "/srv"}], "calibration_repeats": "often"},
      "argument 'calibration_repeats' is of type str"),
@@ -49,8 +50,10 @@ def test_wrong_type_is_refused_by_name(tmp_path, role, given, words):
 
 @pytest.mark.parametrize("role, given", [
     ("inference", {"inference_io_weight": 500, "inference_memory_low": "20%"}),
-    ("training", {"training_io_max": {"wbps": "90%"}, "training_memory_high": "8G"}),
-    ("io_baseline", {"io_baseline_devices": ["lab-nvme-a"], "io_baseline_nvme_queues": {"poll_queues": 1}}),
+    ("training", {"training_io_max": {"wbps": "90%"}, "training_memory_high": "8G",
+                  "training_units": ["trainer@*.service"]}),
+    ("io_baseline", {"io_baseline_devices": ["lab-nvme-a"], "io_baseline_nvme_queues": {"poll_queues": 1},
+                     "io_baseline_restart_ok": True}),
     ("calibration", {"calibration_targets": [{"device": "lab-nvme-b", "destructive": True}], "calibration_repeats": 3,
                      "calibration_stop_rule": {"max_seconds": 60}}),
 ])
