@@ -30,7 +30,7 @@ description:
   - systemd reads the drop-ins at C(daemon-reload), which the module runs once when a drop-in changed, then checks
     that systemd loaded the slice for each unit. A running service moves to its new slice only when it starts
     again. With O(restart) the module restarts each running unit that is outside its slice. Without it nothing
-    that runs is touched; such units are listed in RV(restart_required), with a warning, and RV(changed) says only
+    that runs is touched; such units are listed in RV(restart_required), with a warning, and C(changed) says only
     what was written.
   - With O(state=absent) the drop-ins of the units given are removed (a pattern matches the units that have one),
     and each unit goes back to the slice its own files give it; O(restart) moves the running ones back now.

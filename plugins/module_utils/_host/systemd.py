@@ -637,8 +637,8 @@ def list_services(runner):
     out = {}
     for row in _table(runner, ["systemctl", "list-units", "--all"] + LIST_OPTIONS,
                       ("unit", "load", "active", "sub", "description")):
-        out.setdefault(row["unit"], {"load": "", "active": "", "file": ""}).update(load=row["load"],
-                                                                                  active=row["active"])
+        entry = out.setdefault(row["unit"], {"load": "", "active": "", "file": ""})
+        entry.update(load=row["load"], active=row["active"])
     for row in _table(runner, ["systemctl", "list-unit-files"] + LIST_OPTIONS, ("unit_file", "state", "preset")):
         out.setdefault(row["unit_file"], {"load": "", "active": "", "file": ""})["file"] = row["state"]
     return dict((name, info) for name, info in out.items()

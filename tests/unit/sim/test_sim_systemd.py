@@ -257,7 +257,9 @@ def test_a_running_service_keeps_its_cgroup_until_it_restarts_in_its_configured_
     h, _kernel, systemd = make(tmp_path)
     h.mkdir(CG + "/system.slice")
     systemd.add_unit("vllm.service", active=True, fragment="/usr/lib/systemd/system/vllm.service")
-    show = lambda prop: systemd.run(["systemctl", "show", "-p", prop, "--value", "--", "vllm.service"])[1].strip()
+
+    def show(prop):
+        return systemd.run(["systemctl", "show", "-p", prop, "--value", "--", "vllm.service"])[1].strip()
     assert show("Slice") == "system.slice" and show("ControlGroup") == "/system.slice/vllm.service"
     h.write("/etc/systemd/system/vllm.service.d/90-x.conf", "[Service]\nSlice=inference.slice\n")
     systemd.run(["systemctl", "daemon-reload"])

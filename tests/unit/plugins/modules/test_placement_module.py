@@ -206,8 +206,8 @@ BAD = {
                                 "'vllm' has no unit type: give the full name (vllm.service)"),
     "a timer": ([{"name": "fstrim.timer", "slice": "training.slice"}],
                 "fstrim.timer is a timer unit, which runs no processes of its own: Slice= means nothing there"),
-    "a socket": ([{"name": "x.socket", "slice": "training.slice"}], "x.socket is a socket unit: this module places "
-                                                                      "services only"),
+    "a socket": ([{"name": "x.socket", "slice": "training.slice"}],
+                 "x.socket is a socket unit: this module places services only"),
     "a template": ([{"name": "trainer@.service", "slice": "training.slice"}],
                    "trainer@.service is a template: name an instance (trainer@NAME.service) or give a pattern "
                    "(trainer@*.service)"),
