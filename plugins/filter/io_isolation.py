@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
     COST_COEFS, QOS_PARAMS, CodecError, parse_rate)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.iocost import KERNEL_CLASSES, kernel_class
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.placement import is_pattern
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import device_class, match_entry
 
 try:
@@ -342,8 +343,6 @@ INFERENCE_VARS = ("inference_slice", "inference_io_weight", "inference_memory_lo
                   "inference_io_prio_groups", "inference_io_low", "inference_units")
 TRAINING_VARS = ("training_slice", "training_io_weight", "training_io_max", "training_memory_high",
                  "training_cpu_weight", "training_io_prio_class", "training_units")
-# A unit the roles list is a name, or a pattern when it has a shell wildcard.
-_WILDCARD = ("*", "?", "[")
 BASELINE_VARS = ("io_baseline_blk_queue", "io_baseline_sysctls", "io_baseline_nvme_queues")
 
 
@@ -447,7 +446,7 @@ def _placement_section(profile, label, units, slice_name, allow_critical):
     section = dict(profile.get("placement") or {})
     entries = [e for e in section.get("units") or [] if e.get("label") != label]
     for unit in units:
-        entry = {"label": label, ("pattern" if any(c in unit for c in _WILDCARD) else "name"): unit,
+        entry = {"label": label, ("pattern" if is_pattern(unit) else "name"): unit,
                  "slice": slice_name}
         if allow_critical:
             entry["allow_critical"] = True

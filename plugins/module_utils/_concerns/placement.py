@@ -80,6 +80,11 @@ _PATTERN = re.compile(r"^[A-Za-z0-9:_.\\@*?\[\]!-]+$")
 _DROPIN_RE = re.compile(r"^%s/([^/]+\.service)\.d/%s$" % (re.escape(SYSTEMD_UNIT_DIR), re.escape(PLACEMENT_DROPIN_NAME)))
 
 
+def is_pattern(text):
+    """True when a unit the roles list is a pattern (it has a shell wildcard), not a name."""
+    return bool(_GLOB.search(text))
+
+
 def dropin_path(unit):
     """``/etc/systemd/system/<unit>.d/90-aiinfra-io-isolation-slice.conf``."""
     return "%s/%s.d/%s" % (SYSTEMD_UNIT_DIR, unit, PLACEMENT_DROPIN_NAME)
@@ -170,8 +175,6 @@ class _Batch:
 class DropIn(ManagedFile):
     """A unit's drop-in; removing it also removes the ``<unit>.d`` directory when that leaves it empty. Its restore
     reloads systemd (a later setting of the call failed after the reload)."""
-
-    order = 10
 
     def __init__(self, unit, content, batch, adopt=False):
         super(DropIn, self).__init__(dropin_path(unit), content, adopt=adopt, order=10)
