@@ -41,7 +41,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
-    SYSTEMD_DROPIN_NAME, SYSTEMD_UNIT_DIR, is_managed,
+    SYSTEMD_DROPIN_NAME, SYSTEMD_UNIT_DIR, is_managed, owned_units,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Part, RequestError, run_part
 
@@ -517,12 +517,7 @@ _UNIT_RE = re.compile(r"^%s/([^/]+\.slice)$" % re.escape(SYSTEMD_UNIT_DIR))
 
 def units(owned):
     """systemd units this module manages, from the registry's files: those with our drop-in, and slices we created."""
-    out = []
-    for _owner, path in owned:
-        m = _DROPIN_RE.match(path) or _UNIT_RE.match(path)
-        if m and m.group(1) not in out:
-            out.append(m.group(1))
-    return out
+    return owned_units(owned, _DROPIN_RE, _UNIT_RE)
 
 
 def purge(p):

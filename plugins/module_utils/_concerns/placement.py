@@ -42,7 +42,7 @@ from collections import OrderedDict
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import slice_path, validate_unit_name
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
-    PLACEMENT_DROPIN_NAME, SYSTEMD_UNIT_DIR, ManagedFile, owner, stamped,
+    PLACEMENT_DROPIN_NAME, SYSTEMD_UNIT_DIR, ManagedFile, owned_units, owner, stamped,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Part, RequestError, Setting, run_part
 
@@ -528,12 +528,7 @@ def run(params, fs, runner, check_mode):
 
 def units(owned):
     """The services that have this module's drop-in, from the registry's files."""
-    out = []
-    for _owner, path in owned:
-        m = _DROPIN_RE.match(path)
-        if m and m.group(1) not in out:
-            out.append(m.group(1))
-    return out
+    return owned_units(owned, _DROPIN_RE)
 
 
 def purge(p):

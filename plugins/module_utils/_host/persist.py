@@ -257,6 +257,20 @@ OWNED = tuple((r.module, r.pattern()) for r in UDEV_RULES) + (
 ) + tuple((h.module, h.path) for h in BOOT_HELPERS)
 
 
+def owned_units(owned, *patterns):
+    """The unit names (each pattern's group 1) that the registry's files ``owned`` (``[(owner, path)]``) are for,
+    once each, in their order: the first pattern that matches a path names its unit."""
+    out = []
+    for _owner, path in owned:
+        for pattern in patterns:
+            m = pattern.match(path)
+            if m:
+                if m.group(1) not in out:
+                    out.append(m.group(1))
+                break
+    return out
+
+
 def owned_files(fs):
     """[(owner module, path)] of every file on the host that the registry declares and that carries
     the managed stamp (a file of the same name without it belongs to someone else)."""
