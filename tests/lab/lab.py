@@ -1402,7 +1402,7 @@ def main(argv=None) -> None:
     s.add_argument("--tcg-thread", choices=("multi", "single"), default="multi",
                    help="under TCG: one host thread per vCPU (multi) or all vCPUs on one thread (single: guest "
                         "kernels that patch their own code while the other vCPU runs it, as ftrace does when a "
-                        "kprobe attaches, see molecule/observability)")
+                        "kprobe attaches, see molecule/colocated)")
     s.set_defaults(func=cmd_up)
     s = sub.add_parser("ssh", help="run a command in the guest: ssh NAME -- CMD...")
     s.add_argument("name")
