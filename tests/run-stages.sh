@@ -24,10 +24,10 @@ run_stage() {
   echo "=== make test: stage $stage${beside:+ (alongside $beside)}"
   t0=$(date +%s)
   if [ -n "$beside" ]; then
-    "$MAKE" --no-print-directory "$stage" >"$LOGS/$stage.log" 2>&1
+    timed "$stage" >"$LOGS/$stage.log" 2>&1
     rc=$?
   else
-    "$MAKE" --no-print-directory "$stage" 2>&1 | tee "$LOGS/$stage.log"
+    timed "$stage" 2>&1 | tee "$LOGS/$stage.log"
     rc=${PIPESTATUS[0]}
   fi
   if [ "$rc" -eq 0 ]; then result=passed; else result=FAILED; fi
@@ -37,7 +37,23 @@ run_stage() {
     { echo "=== make test: output of stage $stage"; cat "$LOGS/$stage.log"; } | sed "s|^|[$stage] |"
   fi
   echo "=== make test: stage $stage $result in $secs s"
-  echo "$result $secs ${beside:+ (alongside $beside)}" >"$LOGS/$stage.result"
+  echo "$result $secs $(cpu_used "$stage")${beside:+ (alongside $beside)}" >"$LOGS/$stage.result"
+}
+
+# timed STAGE: the make target in a subshell that writes its CPU time (make and every process it waited
+# for) to $LOGS/STAGE.times, bash's `times` format: the second line is the children's user and system time.
+timed() {
+  ( "$MAKE" --no-print-directory "$1"; rc=$?; times >"$LOGS/$1.times"; exit $rc )
+}
+
+# cpu_used STAGE: "cpu=N+M" - CPU seconds of the stage's own processes, and of its lab VMs (daemonized QEMU,
+# which no one waits for: lab.py down reports what each used). What lanes can share is planned from these.
+cpu_used() {
+  local own vms
+  own=$(sed -n 2p "$LOGS/$1.times" 2>/dev/null \
+        | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%d", t }')
+  vms=$(grep -o 'QEMU used [0-9]* s of CPU' "$LOGS/$1.log" 2>/dev/null | awk '{ t += $3 } END { printf "%d", t }')
+  echo "cpu=${own:-0}+${vms:-0}"
 }
 
 # why_failed LOG: each Ansible "fatal:"/"failed:" with the lines of its message, and the lines that
@@ -75,13 +91,16 @@ total=$(($(date +%s) - t_all))
 
 passed=0 failed=0
 echo
-echo "make test summary (stage, result, wall time):"
+echo "make test summary (stage, result, wall time, CPU seconds of its processes and of its lab VMs):"
+cpu_all=0
 for stage in "${order[@]}"; do
-  if read -r result secs beside <"$LOGS/$stage.result" 2>/dev/null; then :; else result=FAILED secs=0 beside=" (no result)"; fi
+  if read -r result secs cpu beside <"$LOGS/$stage.result" 2>/dev/null; then :; else result=FAILED secs=0 cpu=cpu=0+0 beside=" (no result)"; fi
   if [ "$result" = passed ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-  echo "  $(fmt "$stage" "$result" "$secs" "${beside:+ $beside}")"
+  own=${cpu#cpu=} vms=${own#*+} own=${own%+*}
+  cpu_all=$((cpu_all + own + vms))
+  echo "  $(fmt "$stage" "$result" "$secs" ", CPU $own s + VMs $vms s${beside:+ $beside}")"
 done
-echo "  $(fmt total "" "$total" "")"
+echo "  $(fmt total "" "$total" ", CPU $cpu_all s: $((cpu_all * 100 / (total > 0 ? total : 1) / $(nproc)))% of $(nproc) cores")"
 # CI keeps only the output's tail: what made each failed stage fail is repeated here, at the end.
 for stage in "${order[@]}"; do
   read -r result _ <"$LOGS/$stage.result" 2>/dev/null || result=FAILED
