@@ -34,3 +34,31 @@ def test_a_failed_stage_is_counted_and_its_reason_repeated_at_the_end(tmp_path):
     assert '  | fatal: [h1]: FAILED! => {"msg": "the probe saw 3 I/Os"}' in why
     assert "  |   of 300" in why and "Error 2" in why
     assert "\x1b" not in why and "why good" not in tail and "all fine" not in why
+
+
+# A make whose stage "busy" burns CPU in a child it waits for and whose "vm" stage prints what lab.py down reports.
+CPU_MAKE = """#!/usr/bin/env bash
+stage=${@: -1}
+if [ "$stage" = busy ]; then
+  python3 -c 'import time
+t = time.process_time()
+while time.process_time() - t < 1.2: pass'
+else
+  echo "co-debian12: down (stopped pid [1]); QEMU used 300 s of CPU in 400 s (0.75 cores), instance purged"
+  echo "co-debian13: down (stopped pid [2]); QEMU used 120 s of CPU in 400 s (0.30 cores), instance purged"
+fi
+"""
+
+
+def test_each_stage_reports_its_own_cpu_and_its_vms(tmp_path):
+    make = tmp_path / "make"
+    make.write_text(CPU_MAKE)
+    make.chmod(0o755)
+    env = dict(os.environ, MAKE=str(make), TEST_LOGS=str(tmp_path / "logs"))
+    out = subprocess.run(["bash", os.path.join(REPO, "tests", "run-stages.sh"), "busy", "vm"],
+                         env=env, capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {line.split()[0]: line for line in out.stdout.split("make test summary", 1)[1].splitlines()[1:4]}
+    assert ", CPU 1 s + VMs 0 s" in rows["busy"]          # the child's 1.2 s, whole seconds
+    assert ", CPU 0 s + VMs 420 s" in rows["vm"]          # both guests' QEMU
+    assert ", CPU 421 s: " in rows["total"] and "cores" in rows["total"]
