@@ -93,14 +93,23 @@ class Child:
     """One running process: non-blocking reads of both pipes (the last ``stderr_tail`` characters of
     stderr kept in ``.stderr``), graceful and forced stops. ``popen_kwargs`` go to ``popen``."""
 
-    def __init__(self, popen, argv, clock, stderr_tail=4000, **popen_kwargs):
+    def __init__(self, popen, argv, clock, stderr_tail=4000, preexec_fn=None, **popen_kwargs):
         if isinstance(argv, str):
             raise TypeError("argv must be a list")
         self.argv = argv
         self.clock = clock
         self.stderr_tail = stderr_tail
+
+        def child_setup():
+            # stop() begins with SIGINT (fio and bpftrace print their final output on it). A process started
+            # in the background by a shell without job control (`cmd &`, as CI lanes and nohup do) has SIGINT
+            # ignored, and an ignored signal stays ignored across exec: the child would sit out the whole
+            # SIGINT timeout. Its default disposition back, before exec.
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if preexec_fn is not None:
+                preexec_fn()
         self.proc = popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          env=c_environ(), close_fds=True, **popen_kwargs)
+                          env=c_environ(), close_fds=True, preexec_fn=child_setup, **popen_kwargs)
         self._fds = {}
         self._dec = {}
         for name, f in (("out", self.proc.stdout), ("err", self.proc.stderr)):
