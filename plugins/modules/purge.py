@@ -91,7 +91,7 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import purge as _purge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import registry as _registry
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Runner
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import exit_module
@@ -99,7 +99,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.recon
 
 def main():
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    exit_module(module, lambda: _purge.run(KernelFS(), Runner(module), module.check_mode))
+    exit_module(module, lambda: _registry.purge(KernelFS(), Runner(module), module.check_mode))
 
 
 if __name__ == "__main__":

@@ -585,7 +585,7 @@ def run(params, fs, runner, check_mode, clock=None):
 
 
 def purge(p):
-    """purge's first step (``_concerns/purge.py`` walks the registry): every slice with a boost window on the host (a
+    """purge's first step (``_concerns/registry.py`` walks ``REMOVALS``): every slice with a boost window on the host (a
     runtime drop-in or a timer of ours) ended, so that no timer fires after the purge and the caps in force are the
     unit's own until the cgroup step resets them."""
     units = []

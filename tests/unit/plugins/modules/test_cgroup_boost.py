@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup_boost as _cgroup_boost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup as _cgroup
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import purge as _purge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import registry as _registry
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import is_managed, owned_files
 from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup_boost
 from sim.lab import SystemdLab, lab_host
@@ -330,7 +330,7 @@ def test_the_registry_knows_the_window_and_purge_ends_it(lab):
     lab.run(unit="training.slice", seconds=600)
     owned = owned_files(lab.kernel)
     assert ("cgroup_boost", DROPIN) in owned and ("cgroup_boost", TRANSIENT_DIR + "/" + TIMER) in owned
-    result = _purge.run(lab.kernel, lab.systemd, False)
+    result = _registry.purge(lab.kernel, lab.systemd, False)
     assert list(result["steps"])[:2] == ["cgroup_boost training.slice", "cgroup training.slice"]
     assert result["left"] == [] and lab.systemd.transient == {} and lab.read(DROPIN) is None
 
@@ -339,7 +339,7 @@ def test_purge_ends_a_timer_left_without_its_drop_in(lab):
     """A job killed between scheduling the end and the lift leaves only the timer."""
     lab.run(unit="training.slice", seconds=600)
     os.unlink(lab.host.path(DROPIN))
-    result = _purge.run(lab.kernel, lab.systemd, False)
+    result = _registry.purge(lab.kernel, lab.systemd, False)
     assert "cgroup_boost training.slice" in result["steps"] and lab.systemd.transient == {}
     assert result["left"] == []
 
