@@ -932,6 +932,7 @@ class UnitState(Setting):
     # -- reading ------------------------------------------------------------------------------
     def read(self, fs):
         files = dict((f.path, f.read(fs)) for f in self.files)
+        runtime = self._runtime_files(fs, parse_dropin(files.get(dropin_path(self.unit))))
         kernel, drift = {}, []
         if self.cgroup_dir and fs.isdir(self.cgroup_dir):
             for name in self.watch:
@@ -943,10 +944,13 @@ class UnitState(Setting):
             kernel = None   # not running: compare systemd's view of the unit instead
             _rc, out, _err = self.runner.run(show_argv(self.unit, self.plan.properties()))
             drift = self.plan.show_diff(show_values(out))
-        return {"files": files, "kernel": kernel, "drift": drift}
+        out = {"files": files, "kernel": kernel, "drift": drift}
+        if runtime:
+            out["runtime"] = runtime
+        return out
 
     def differs(self, current):
-        return current["files"] != self.desired["files"] or bool(current["drift"])
+        return current["files"] != self.desired["files"] or bool(current["drift"]) or bool(current.get("runtime"))
 
     def validate(self, current):
         problems = []
@@ -956,9 +960,18 @@ class UnitState(Setting):
 
     def report(self, value):
         out = {"files": value["files"], "kernel": value["kernel"]}
-        if value["drift"]:
-            out["drift"] = value["drift"]
+        for key in ("drift", "runtime"):
+            if value.get(key):
+                out[key] = value[key]
         return out
+
+    def _runtime_files(self, fs, previous):
+        """The runtime drop-ins (``systemctl set-property --runtime``'s ``50-<Directive>.conf``) of the directives this
+        unit's drop-in sets or set. _apply removes the ones it writes once their values are in force; one still there
+        (a run killed in between) shadows the persistent drop-in until the next boot, so it counts as a difference."""
+        control = "%s/%s.d" % (RUNTIME_CONTROL_DIR, self.unit)
+        names = set(n for n, _v in list(self.directives) + list(previous))
+        return sorted("%s/50-%s.conf" % (control, n) for n in names if fs.exists("%s/50-%s.conf" % (control, n)))
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, fs, value, current):
@@ -978,11 +991,17 @@ class UnitState(Setting):
         if self.start if start is None else start:
             self.runner.run(start_argv(self.unit))
         assignments = list(directives) + reset_directives(previous, directives) + list(extra)
+        control = "%s/%s.d" % (RUNTIME_CONTROL_DIR, self.unit)
         if assignments and self.cgroup_dir and fs.isdir(self.cgroup_dir):
             self.runner.run(set_property_argv(self.unit, assignments, runtime=True))
-            control = "%s/%s.d" % (RUNTIME_CONTROL_DIR, self.unit)
             for name in sorted(set(n for n, _v in assignments)):
                 fs.remove("%s/50-%s.conf" % (control, name))
+            _remove_if_empty(fs, control)
+            self.runner.run(daemon_reload_argv())
+        stale = self._runtime_files(fs, previous)     # left by a run killed before its removal above
+        if stale:
+            for path in stale:
+                fs.remove(path)
             _remove_if_empty(fs, control)
             self.runner.run(daemon_reload_argv())
         for path, content in files.items():

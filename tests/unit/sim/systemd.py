@@ -441,6 +441,11 @@ class SimSystemd(object):
             self._start(name[:-len(".slice")].rsplit("-", 1)[0] + ".slice")
         if not name.endswith(".slice"):
             u["running_slice"] = self.configured_slice(name)
+            # a unit requires its slice and starts after it: systemd realises the slice, with its loaded
+            # properties, first (a slice nothing had started yet starts with its first unit)
+            parent = self.units.get(u["running_slice"])
+            if parent is not None and not parent["active"]:
+                self._start(u["running_slice"])
         u["active"] = True
         self.kernel.ensure_group(self.cgroup(name), leaf_enable=name.endswith(".slice"))
         self._apply(name)
