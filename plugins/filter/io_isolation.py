@@ -460,11 +460,52 @@ def _placement_section(profile, label, units, slice_name, allow_critical):
     return profile
 
 
+# The runtimes a tenant role may name in <role>_container_runtimes, and the slice Podman's containers go to (libpod has
+# no setting for it: the tenant's settings go on that slice instead).
+CONTAINER_RUNTIMES = ("docker", "podman")
+PODMAN_SLICE = "machine.slice"
+
+
+def _container_runtimes(settings, name):
+    """A tenant's ``<role>_container_runtimes`` (optional, default []): docker and/or podman, or a clear error."""
+    runtimes = settings.get(name) or []
+    fix = "give a list of the runtimes that serve this tenant (%s), or [] for none" % ", ".join(CONTAINER_RUNTIMES)
+    if not isinstance(runtimes, list) or any(r not in CONTAINER_RUNTIMES for r in runtimes):
+        raise AnsibleFilterError("%s is %s: %s" % (name, _short(repr(runtimes)), fix))
+    return _unique(runtimes)
+
+
+def _containers_section(profile, label, runtimes, slice_name, entry):
+    """``profile`` with a tenant's container runtimes in the ``container_runtime`` section (the role's own entries
+    replaced, by label): Docker's default parent is the tenant's slice; Podman's is machine.slice, which gets a copy
+    of the tenant's cgroups ``entry``. Without runtimes and without any other role's, no section: nothing is asked
+    of the runtimes."""
+    profile = dict(profile or {})
+    section = dict(profile.get("container_runtime") or {})
+    entries = [e for e in section.get("runtimes") or [] if e.get("label") != label]
+    slices = [s for s in section.get("tenant_slices") or [] if s != slice_name]
+    cgroups = dict((k, v) for k, v in (profile.get("cgroups") or {}).items() if v.get("label") != label + " (podman)")
+    for runtime in runtimes:
+        parent = slice_name if runtime == "docker" else PODMAN_SLICE
+        entries.append({"label": label, "name": runtime, "slice": parent})
+        if runtime == "podman":
+            cgroups[PODMAN_SLICE] = dict(entry, name=PODMAN_SLICE, label=label + " (podman)")
+    slices.append(slice_name)
+    profile["cgroups"] = cgroups
+    if entries:
+        section.update(runtimes=entries, tenant_slices=slices)
+        profile["container_runtime"] = section
+    else:
+        profile.pop("container_runtime", None)
+    return profile
+
+
 def inference_plan(profile, settings, disks=None, facts=None):
     """The host profile with the inference role's plan added: the slice's cgroups entry (io weight, io.latency,
     io.prio.class and io.low where asked, memory.low/min, cpu.weight), one cgroupfs entry per io.prio.class group,
     the slice in ``pressure``, the ``inference`` section ({slice, groups}) apply.yml publishes the results by, and
-    the ``inference_units`` (service names or patterns) as entries of the ``placement`` section.
+    the ``inference_units`` (service names or patterns) as entries of the ``placement`` section, and the
+    ``inference_container_runtimes`` (optional) in the ``container_runtime`` section.
 
     ``settings``: the role's variables keyed by name (``INFERENCE_VARS``); ``disks``: io_isolation_planned_disks
     (needed only for io.latency and io.low); ``facts``: ansible_facts.io_isolation (host.memory_stable_bytes).
@@ -493,8 +534,10 @@ def inference_plan(profile, settings, disks=None, facts=None):
     entries.update(group_entries(groups, {"manager": "cgroupfs", "when_unsupported": "warn",
                                           "io": {"prio_class": prio_class}}, "inference group "))
     units = _units(v, "inference_units")
+    runtimes = _container_runtimes(v, "inference_container_runtimes")
     pressure = _unique(list((profile or {}).get("pressure") or []) + [name])
     profile = _slice_section(profile, entries, {"pressure": pressure, "inference": {"slice": name, "groups": groups}})
+    profile = _containers_section(profile, "inference containers", runtimes, name, entry)
     # the protected tenant may hold a host-critical unit (the container runtime its servers run in)
     return _placement_section(profile, "inference units", units, name, allow_critical=True)
 
@@ -503,7 +546,8 @@ def training_plan(profile, settings, disks=None, facts=None):
     """The host profile with the training role's plan added: the slice's cgroups entry (io weight, io.max caps,
     absolute or a share of each disk's planned model, io.prio.class where asked, memory.high, cpu.weight) and the
     ``training`` section ({slice}) apply.yml publishes the result by, and the ``training_units`` as entries of the
-    ``placement`` section (host-critical units refused by the placement module).
+    ``placement`` section (host-critical units refused by the placement module), and the
+    ``training_container_runtimes`` (optional) in the ``container_runtime`` section.
 
     ``settings``: the role's variables keyed by name (``TRAINING_VARS``); ``disks``: io_isolation_planned_disks
     (needed only for io.max); ``facts``: ansible_facts.io_isolation (host.memory_stable_bytes).
@@ -525,7 +569,9 @@ def training_plan(profile, settings, disks=None, facts=None):
              "memory": {"high": _ram(v, "training_memory_high", memory_bytes)},
              "cpu": {"weight": v["training_cpu_weight"]}}
     units = _units(v, "training_units")
+    runtimes = _container_runtimes(v, "training_container_runtimes")
     profile = _slice_section(profile, {name: entry}, {"training": {"slice": name}})
+    profile = _containers_section(profile, "training containers", runtimes, name, entry)
     # never a host-critical unit under the throttled tenant's caps: the placement module refuses them
     return _placement_section(profile, "training units", units, name, allow_critical=False)
 
@@ -566,9 +612,11 @@ def verify_drift(baseline, inference=None, training=None):
     results["training slice"] = training.get("slice") or {}
     for group, result in (inference.get("groups") or {}).items():
         results["inference group " + group] = result
-    # a service that runs outside its slice (placement's restart_required) drifted, though nothing would be written
+    # a service that runs outside its slice (placement's restart_required), a dockerd with its old default parent and
+    # a container outside its tenant's slice (container_runtime's restart_required, outside) drifted, though
+    # nothing would be written
     drift = dict((k, v) for k, v in results.items()
-                 if isinstance(v, dict) and (v.get("changed") or v.get("restart_required")))
+                 if isinstance(v, dict) and (v.get("changed") or v.get("restart_required") or v.get("outside")))
     boost = (training.get("slice") or {}).get("boost")
     if isinstance(boost, dict) and boost.get("active") and boost.get("only_difference"):
         drift.pop("training slice", None)
@@ -588,12 +636,21 @@ def drift_summary(results):
     lines = []
     for name, result in sorted((results or {}).items()):
         restart = result.get("restart_required") if isinstance(result, dict) else None
-        if not isinstance(result, dict) or not (result.get("changed") or restart):
+        outside = result.get("outside") if isinstance(result, dict) else None
+        if not isinstance(result, dict) or not (result.get("changed") or restart or outside):
             continue
         for unit in restart or []:
-            info = (result.get("units") or {}).get(unit) or {}
+            info = (result.get("units") or {}).get(unit)
+            if info is None and "runtimes" in result:
+                lines.append("%s: %s runs with its old configuration (default cgroup parent) until it is restarted "
+                             "(io_isolation_restart_ok)" % (name, unit))
+                continue
+            info = info or {}
             lines.append("%s: %s runs in %s, outside %s, until it is restarted (io_isolation_restart_ok)"
                          % (name, unit, info.get("cgroup"), info.get("slice")))
+        for c in outside or []:
+            lines.append("%s: %s container %s runs in %s, outside %s" % (
+                name, c.get("runtime"), c.get("id"), c.get("cgroup"), " and ".join(c.get("expected") or [])))
         before = (result.get("diff") or {}).get("before") or {}
         after = (result.get("diff") or {}).get("after") or {}
         boost = result.get("boost")
@@ -618,7 +675,7 @@ def drift_summary(results):
                 lines.append("%s: file %s %s" % (name, key, what))
             else:
                 lines.append("%s: %s: %s -> %s" % (name, key, _short(old), _short(new)))
-        if not before and not after and not restart:
+        if not before and not after and not restart and not outside:
             lines.append("%s: would change" % name)
     return lines
 

@@ -14,7 +14,7 @@ short_description: Apply a host's whole I/O-isolation profile in one module exec
 version_added: 0.2.0
 description:
   - Reconciles everything the collection's single-purpose modules set on a host - the iocost model and QoS, block-queue
-    attributes, sysctls, the NVMe driver's queues, any number of cgroups and the services placed in slices - in B(one)
+    attributes, sysctls, the NVMe driver's queues, any number of cgroups, the services placed in slices and the container runtimes' default parent - in B(one)
     remote module execution. A
     fleet pays each module execution once per host and per run; with this module a rollout is two (M(aiinfra.io_isolation.io_facts),
     then this), and so is a drift check in check mode.
@@ -68,6 +68,15 @@ options:
       - A running service outside its slice is restarted only with the section's O(aiinfra.io_isolation.placement#module:restart);
         otherwise the section's result lists it in C(restart_required).
     type: dict
+  container_runtime:
+    description:
+      - The options of M(aiinfra.io_isolation.container_runtime) - the container runtimes' default cgroup parent
+        (Docker's C(daemon.json), Podman's C(containers.conf)) and the placement check of running containers,
+        applied last. Omit to leave the runtimes alone.
+      - A daemon that must read its file again is restarted only with the section's
+        O(aiinfra.io_isolation.container_runtime#module:restart); otherwise the section's result lists it in
+        C(restart_required).
+    type: dict
   pressure:
     description:
       - Cgroups (unit names or paths) whose io, memory and cpu pressure to return in RV(pressure), read after the
@@ -89,6 +98,7 @@ seealso:
   - module: aiinfra.io_isolation.nvme_queues
   - module: aiinfra.io_isolation.cgroup
   - module: aiinfra.io_isolation.placement
+  - module: aiinfra.io_isolation.container_runtime
 """
 
 EXAMPLES = r"""
@@ -140,7 +150,7 @@ diff:
 sections:
   description:
     - The result of each section given, as its module returns it (its C(diff) keyed as that module keys it), by
-      section name (C(iocost), C(blk_queue), C(sysctl), C(nvme_queues), C(placement)).
+      section name (C(iocost), C(blk_queue), C(sysctl), C(nvme_queues), C(placement), C(container_runtime)).
   returned: always
   type: dict
   sample:

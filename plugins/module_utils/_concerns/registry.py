@@ -13,7 +13,8 @@ A concern is one single-purpose module's request: its argument spec (the module'
 how it plans a request on a host as an engine part (:class:`_reconcile.Part`). ``host_profile`` walks
 :data:`CONCERNS` in order - the kernel's order across concerns: iocost (model, QoS) first, because the
 weights and the block-queue defaults depend on it (enabling iocost turns wbt off on 6.1 and 6.12), then the
-cgroups, and last the services placed in their slices. A fact one concern needs from another of the same call is
+cgroups, then the services placed in their slices, and last the container runtimes' default parent. A fact one
+concern needs from another of the same call is
 declared: the giver's part ``provides`` it under a name, the taker ``needs`` that name (a unit test holds every
 need to an earlier giver), and the taker's plan reads it from :attr:`Host.provided`.
 
@@ -36,6 +37,7 @@ __metaclass__ = type
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import blk_queue as _blk_queue
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup as _cgroup
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import cgroup_boost as _cgroup_boost
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import container_runtime as _container_runtime
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import io_metrics as _io_metrics
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import nvme_queues as _nvme_queues
@@ -89,19 +91,24 @@ CONCERNS = (
             many=True, needs=("planned_qos",)),
     # services into the slices, after the cgroups that create them
     Concern("placement", _placement.MODULE_SPEC, lambda params, host: _placement.part(params, host.fs, host.runner)),
+    # the container runtimes' default parent (the tenant's slice, created above) and where containers run
+    Concern("container_runtime", _container_runtime.MODULE_SPEC,
+            lambda params, host: _container_runtime.part(params, host.fs, host.runner)),
 )
 
 # What purge runs, in order: each concern's ``purge(p)`` (:class:`Purge` is ``p``) finds what of its own
 # the registry of owned files and the kernel show, and removes it through the module's own absent path. Boost windows
 # first, so that no timer fires after the purge and the caps in force are the unit's own until the cgroup step resets
 # them; the services' Slice= drop-ins (a daemon-reload, never a restart: a running service stays where it runs until
-# its next start); the cgroups (state=absent also resets what systemd applied to the running cgroup); iocost (the kernel's own
-# model and QoS back at once); then the block queues, sysctls and the nvme driver's options, whose live values stay
-# until the next boot or driver load; the io_metrics exporter last. Rules no step claims and the boot helpers are
+# its next start); the container runtimes' files put back as they were (no daemon restart); the cgroups (state=absent
+# also resets what systemd applied to the running cgroup); iocost (the kernel's own model and QoS back at once); then
+# the block queues, sysctls and the nvme driver's options, whose live values stay until the next boot or driver load;
+# the io_metrics exporter last. Rules no step claims and the boot helpers are
 # removed after these, as files.
 REMOVALS = (
     _cgroup_boost.purge,
     _placement.purge,
+    _container_runtime.purge,
     _cgroup.purge,
     _iocost.purge,
     _blk_queue.purge,

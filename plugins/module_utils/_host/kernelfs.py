@@ -242,7 +242,8 @@ class KernelFS:
             raise KernelFileError(path, None, e.errno, action="create")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(content.encode("utf-8"))
+                # bytes as they are (a user's file put back byte for byte), text as UTF-8
+                f.write(content if isinstance(content, bytes) else content.encode("utf-8"))
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(tmp, mode)
@@ -253,6 +254,13 @@ class KernelFS:
             except OSError:
                 pass
             raise KernelFileError(path, None, e.errno, action="replace")
+
+    def stat(self, path):
+        """``os.stat`` of a host file (its mode, its modification time), or None where there is none."""
+        try:
+            return os.stat(self.path(path))
+        except (IOError, OSError):
+            return None
 
     def remove(self, path):
         """Remove a file; absent is fine."""

@@ -237,6 +237,13 @@ METRICS_UNIT = "aiinfra-io-metrics"
 METRICS_LAUNCHER = LIBEXEC_DIR + "/io-metrics"
 METRICS_LIB_DIR = "/usr/local/lib/aiinfra-io_isolation/io_metrics"
 
+# The container runtimes' own configuration files, which the container_runtime module edits (a JSON merge, one TOML
+# key) and never owns: each one's original, byte for byte, is kept in a stamped copy below ORIGINALS_DIR until purge
+# puts it back (:class:`Original`).
+DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
+CONTAINERS_CONF = "/etc/containers/containers.conf"
+ORIGINALS_DIR = "/var/lib/aiinfra-io_isolation/originals"
+
 # (owner module, glob of the files it writes) - what purge walks. The systemd entries are the
 # cgroup module's drop-ins and the slices it creates (a slice file is only ours when stamped), the placement
 # module's Slice= drop-ins, and
@@ -254,6 +261,7 @@ OWNED = tuple((r.module, r.pattern()) for r in UDEV_RULES) + (
     ("cgroup_boost", "%s/%s*.timer" % (SYSTEMD_TRANSIENT_DIR, BOOST_UNIT_PREFIX)),
     ("io_metrics", "%s/%s.*" % (SYSTEMD_UNIT_DIR, METRICS_UNIT)),
     ("io_metrics", METRICS_LAUNCHER),
+    ("container_runtime", "%s/*.orig" % ORIGINALS_DIR),
 ) + tuple((h.module, h.path) for h in BOOT_HELPERS)
 
 
@@ -287,3 +295,59 @@ def owned_files(fs):
                 if fnmatch.fnmatchcase(entry, name) and is_managed(ManagedFile(path, None).read(fs)):
                     out.append((owner, path))
     return out
+
+
+class Original(ManagedFile):
+    """The stamped copy of a file someone else owns (a container runtime's configuration) as it was before the
+    collection first edited it: ``ORIGINALS_DIR/<path with / as _>.orig``. Its first line is the stamp, its second
+    says whether the file existed and with which mode, the rest is the file's bytes exactly as they were, so that
+    purge puts them back byte for byte. It is written once, before the first edit, and kept while the edit stands
+    (a copy already there is never replaced: it holds the file as the user had it)."""
+
+    def __init__(self, of, owner_module, order=5):
+        self.of = of
+        self.owner = owner(owner_module)
+        super(Original, self).__init__(self.for_path(of), None, mode=0o600, order=order)
+
+    @staticmethod
+    def for_path(of):
+        return "%s/%s.orig" % (ORIGINALS_DIR, of.strip("/").replace("/", "_"))
+
+    def render(self, data, mode):
+        """The copy's bytes for the original ``data`` (bytes, or None when the file did not exist)."""
+        head = stamped("# original of %s: %s\n" % (
+            self.of, "absent" if data is None else "present, mode %04o" % (mode & 0o7777)), self.owner)
+        return head.encode("utf-8") + (data or b"")
+
+    def keep(self, fs):
+        """Desire the copy of ``of`` as it is now, unless a copy exists already (then keep that one)."""
+        current = fs.read_bytes(self.path)
+        if current is not None:
+            self.desired = current.decode("utf-8", "surrogateescape")
+            return
+        data = fs.read_bytes(self.of)
+        info = fs.stat(self.of) if data is not None else None
+        self.desired = self.render(data, info.st_mode if info else 0o644).decode("utf-8", "surrogateescape")
+
+    def read(self, fs):
+        data = fs.read_bytes(self.path)
+        return None if data is None else data.decode("utf-8", "surrogateescape")
+
+    def write(self, fs, value, current):
+        if value is None:
+            fs.remove(self.path)
+        else:
+            fs.atomic_write(self.path, value.encode("utf-8", "surrogateescape"), self.mode)
+
+    @staticmethod
+    def parse(data):
+        """(present, mode, original bytes) of a copy's bytes, or None when they are no such copy."""
+        lines = data.split(b"\n", 2)
+        if len(lines) < 3 or STAMP.encode("utf-8") not in lines[0]:
+            return None
+        m = re.match(br"^# original of \S+: (absent|present, mode ([0-7]{4}))$", lines[1])
+        if not m:
+            return None
+        if m.group(1) == b"absent":
+            return False, None, None
+        return True, int(m.group(2), 8), lines[2]

@@ -19,9 +19,9 @@ def test_every_need_is_provided_by_an_earlier_concern():
     assert [c.name for c in _concerns.CONCERNS][0] == "iocost", "iocost first: the weights depend on it"
 
 
-def test_services_are_placed_after_the_cgroups_that_make_their_slices():
+def test_services_and_containers_are_placed_after_the_cgroups_that_make_their_slices():
     names = [c.name for c in _concerns.CONCERNS]
-    assert names[-1] == "placement" and names.index("cgroups") < names.index("placement")
+    assert names[-2:] == ["placement", "container_runtime"] and names.index("cgroups") < names.index("placement")
 
 
 def test_the_profiles_options_are_the_registrys():
