@@ -231,11 +231,18 @@ class KernelFS:
             self.write(path, line)
 
     def atomic_write(self, path, content, mode=0o644):
-        """Replace a configuration file atomically (temp file + fsync + rename)."""
+        """Replace a configuration file atomically and durably: temp file, fsync, rename, fsync of the directory
+        (and of the parents of directories made for it). After a power cut the file is the old or the new one,
+        never empty or partial: the rename is only on disk once its directory is."""
         real = self.path(path)
         directory = os.path.dirname(real)
+        made = []
         try:
-            if not os.path.isdir(directory):
+            top = directory
+            while not os.path.isdir(top):
+                made.append(top)
+                top = os.path.dirname(top)
+            if made:
                 os.makedirs(directory, 0o755)
             fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(real), dir=directory)
         except (IOError, OSError) as e:
@@ -254,6 +261,8 @@ class KernelFS:
             except OSError:
                 pass
             raise KernelFileError(path, None, e.errno, action="replace")
+        for d in [directory] + [os.path.dirname(m) for m in made]:
+            _sync_dir(path, d, "replace")
 
     def stat(self, path):
         """``os.stat`` of a host file (its mode, its modification time), or None where there is none."""
@@ -263,12 +272,15 @@ class KernelFS:
             return None
 
     def remove(self, path):
-        """Remove a file; absent is fine."""
+        """Remove a file, durably (its directory fsynced: a purge is not undone by a power cut); absent is fine."""
+        real = self.path(path)
         try:
-            os.unlink(self.path(path))
+            os.unlink(real)
         except (IOError, OSError) as e:
             if e.errno != errno.ENOENT:
                 raise KernelFileError(path, None, e.errno, action="remove")
+            return
+        _sync_dir(path, os.path.dirname(real), "remove")
 
     def mkdir(self, path, mode=0o755):
         try:
@@ -284,3 +296,17 @@ class KernelFS:
         except (IOError, OSError) as e:
             if e.errno != errno.ENOENT:
                 raise KernelFileError(path, None, e.errno, action="remove directory")
+
+
+def _sync_dir(path, directory, action):
+    """fsync a directory, so that the names a rename, unlink or mkdir changed in it are on disk. A filesystem
+    that cannot sync a directory (EINVAL: some pseudo and network filesystems) has nothing to make durable."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except (IOError, OSError) as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise KernelFileError(path, None, e.errno, action=action)

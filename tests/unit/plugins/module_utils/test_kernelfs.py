@@ -99,6 +99,50 @@ def test_atomic_write_replaces_and_sets_mode(fs, tmp_path):
     assert not p.exists()
 
 
+def synced(monkeypatch):
+    """The paths fsync is called on, in order (directories end with '/')."""
+    seen = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        path = os.readlink("/proc/self/fd/%d" % fd)
+        seen.append(path + ("/" if os.path.isdir(path) else ""))
+        return real_fsync(fd)
+    monkeypatch.setattr(_kernelfs.os, "fsync", fsync)
+    return seen
+
+
+def test_atomic_write_and_remove_sync_the_directories_they_change(fs, tmp_path, monkeypatch):
+    seen = synced(monkeypatch)
+    fs.atomic_write("/etc/systemd/system/x.slice.d/50-a.conf", "[Slice]\n")
+    d = str(tmp_path / "etc" / "systemd" / "system")
+    # the file's data, then its directory (the rename), then the parents of the directories made for it
+    assert seen[1:] == [d + "/x.slice.d/", d + "/", str(tmp_path / "etc" / "systemd") + "/", str(tmp_path / "etc") + "/",
+                        str(tmp_path) + "/"]
+    assert seen[0].startswith(d + "/x.slice.d/.50-a.conf.")
+    seen[:] = []
+    fs.atomic_write("/etc/systemd/system/x.slice.d/50-a.conf", "[Slice]\nA=1\n")
+    assert seen[1:] == [d + "/x.slice.d/"]
+    seen[:] = []
+    fs.remove("/etc/systemd/system/x.slice.d/50-a.conf")
+    fs.remove("/etc/systemd/system/x.slice.d/50-a.conf")      # absent: nothing to sync
+    assert seen == [d + "/x.slice.d/"]
+
+
+def test_a_directory_sync_that_fails_is_an_error_but_one_it_cannot_do_is_not(fs, tmp_path, monkeypatch):
+    real_fsync = os.fsync
+
+    def fsync(fd, err):
+        if os.path.isdir(os.readlink("/proc/self/fd/%d" % fd)):
+            raise OSError(err, os.strerror(err))
+        return real_fsync(fd)
+    monkeypatch.setattr(_kernelfs.os, "fsync", lambda fd: fsync(fd, errno.EINVAL))
+    fs.atomic_write("/etc/x.conf", "data")
+    monkeypatch.setattr(_kernelfs.os, "fsync", lambda fd: fsync(fd, errno.EIO))
+    with pytest.raises(KernelFileError, match="EIO"):
+        fs.atomic_write("/etc/x.conf", "data2")
+
+
 def test_atomic_write_failure_cleans_temp(fs, tmp_path, monkeypatch):
     monkeypatch.setattr(_kernelfs.os, "rename", lambda src, dst: (x for x in ()).throw(OSError(errno.EXDEV, "x")))
     with pytest.raises(KernelFileError, match="EXDEV"):
