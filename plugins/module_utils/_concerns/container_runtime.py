@@ -160,7 +160,7 @@ _MANAGER = re.compile(r"^(\s*cgroup_manager\s*=\s*)(\"[^\"]*\"|'[^']*')(.*)$")
 def _toml_check(text, path):
     """Raise ConfigError when ``text`` is no TOML (tomllib where the host's Python has it, 3.11+)."""
     try:
-        import tomllib
+        import tomllib  # novermin (guarded: the ImportError path below serves Python < 3.11)
     except ImportError:
         tomllib = None
     if tomllib is None:
