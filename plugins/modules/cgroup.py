@@ -77,6 +77,16 @@ options:
     type: str
     choices: [fail, warn]
     default: fail
+  when_missing:
+    description:
+      - What to do when the unit O(name) is not on the host (systemd C(LoadState=not-found)) with O(state=present).
+      - V(fail) refuses it before any change; V(skip) configures nothing for it and reports RV(skipped). For settings
+        of a unit that only some hosts have, such as the container runtime's C(docker.service).
+      - A slice is never missing (systemd makes one when it is asked for); a name that is no unit name is refused
+        either way.
+    type: str
+    choices: [fail, skip]
+    default: fail
   adopt:
     description:
       - Take over a drop-in or slice unit file at the managed path that this collection did not write.
@@ -243,6 +253,16 @@ devices:
   returned: success
   type: dict
   sample: {lab-nvme-a: "259:0"}
+skipped:
+  description: True when O(when_missing=skip) found no such unit on the host, so nothing was configured.
+  returned: when the unit is missing and O(when_missing=skip)
+  type: bool
+  sample: true
+skip_reason:
+  description: Why nothing was configured (O(when_missing=skip)).
+  returned: when RV(skipped)
+  type: str
+  sample: "docker.service is not a unit on this host (systemd: LoadState=not-found): nothing configured"
 boost:
   description:
     - The slice's boost window (M(aiinfra.io_isolation.cgroup_boost)) as this run found it; only returned when the

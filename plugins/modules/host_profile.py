@@ -162,6 +162,24 @@ cgroups:
   sample:
     inference.slice: {changed: false, manager: systemd, cgroup: /sys/fs/cgroup/inference.slice,
                       kernel: {io.weight: {default: 1000}}}
+substrate:
+  description:
+    - The memory substrate, read before any write - C(cgroup_mode), the cgroup2 C(mount_options),
+      C(memory_recursiveprot), C(swap_bytes) (C(SwapTotal); null when unreadable), C(swappiness) - with
+      C(protected) (the O(cgroups) slices given memory.low or memory.min above 0) and the findings for them.
+    - C(errors) refuse the call before any write (a missing C(memory_recursiveprot) while a slice asks for memory
+      protection - it would protect none of the services in the slice); C(warnings) are reported (no swap).
+  returned: success
+  type: dict
+  sample:
+    cgroup_mode: unified
+    mount_options: [rw, nosuid, nodev, noexec, relatime, nsdelegate, memory_recursiveprot]
+    memory_recursiveprot: true
+    swap_bytes: 0
+    swappiness: 10
+    protected: [inference.slice, hostcritical.slice]
+    errors: []
+    warnings: ["no swap on this host (SwapTotal 0): memory.low on inference.slice protects its page cache, ..."]
 reboot_required:
   description: The NVMe section's C(reboot_required); false without that section.
   returned: always

@@ -88,7 +88,11 @@ ansible_facts:
       type: dict
       contains:
         capabilities:
-          description: What the kernel and userland provide.
+          description:
+            - What the kernel and userland provide.
+            - C(memory) is the memory substrate memory protection stands on (issue 37) - the cgroup2
+              C(mount_options) and C(memory_recursiveprot), C(swap_bytes) (C(SwapTotal)) and C(swappiness) -
+              which M(aiinfra.io_isolation.host_profile) checks before any write.
           returned: always
           type: dict
           sample:
@@ -108,6 +112,8 @@ ansible_facts:
             tools: {nvme: /usr/sbin/nvme, fio: /usr/bin/fio, systemctl: /usr/bin/systemctl, udevadm: /usr/bin/udevadm,
                     sysctl: /usr/sbin/sysctl, systemd-run: /usr/bin/systemd-run}
             psi: true
+            memory: {cgroup_mode: unified, memory_recursiveprot: true, swap_bytes: 0, swappiness: 10,
+                     mount_options: [rw, nosuid, nodev, noexec, relatime, nsdelegate, memory_recursiveprot]}
         devices:
           description: Whole-disk block devices by kernel name.
           returned: always

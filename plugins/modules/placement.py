@@ -70,6 +70,22 @@ options:
             the network, the clock) in this slice. Give it only for a slice whose caps cannot stall the host.
         type: bool
         default: false
+      optional:
+        description:
+          - A name systemd does not know is skipped (listed in RV(unmatched)) instead of refused, and a unit another
+            entry of the call lists goes where that entry says. For a list of units to protect where present, such as
+            the io_baseline role's host tier (C(ssh.service), the container runtime, the kubelet).
+          - A name that is no service name is still refused.
+        type: bool
+        default: false
+      at_next_start:
+        description:
+          - Never restart this unit, whatever O(restart) says. Running outside its slice, it is listed in
+            RV(next_start) with a warning, not in RV(restart_required), and moves at its next start (the next boot).
+          - For units whose restart could cut an operator off or stop every container (remote access, the journal,
+            the container runtime).
+        type: bool
+        default: false
       label:
         description: The name the entry's problems are given under, such as V(training units).
         type: str
@@ -143,12 +159,13 @@ units:
   description:
     - Each unit the call placed or took out, by name - C(slice) (where it belongs now), C(state), C(dropin) (the
       file), C(matched_by) (the name or pattern that listed it, V(exclusive) for a unit O(exclusive) took out),
-      C(loaded_slice) (the C(Slice=) systemd holds after the call, or now in check mode) and C(cgroup) (where it
+      C(label) (the entry's label), C(loaded_slice) (the C(Slice=) systemd holds after the call, or now in check mode) and C(cgroup) (where it
       runs, null while it is stopped).
   returned: success
   type: dict
   sample:
-    vllm.service: {slice: inference.slice, state: present, matched_by: vllm.service, loaded_slice: inference.slice,
+    vllm.service: {slice: inference.slice, state: present, matched_by: vllm.service, label: units[0],
+                   loaded_slice: inference.slice,
                    cgroup: /system.slice/vllm.service,
                    dropin: /etc/systemd/system/vllm.service.d/90-aiinfra-io-isolation-slice.conf}
 restart_required:
@@ -157,6 +174,14 @@ restart_required:
   type: list
   elements: str
   sample: [vllm.service]
+next_start:
+  description:
+    - The units of O(units[].at_next_start) entries that run outside their slice after the call; they move at their
+      next start.
+  returned: success
+  type: list
+  elements: str
+  sample: [ssh.service]
 restarted:
   description: The units this call restarted (in check mode, would restart) to move them into their slice.
   returned: success

@@ -127,6 +127,17 @@ class Request:
             raise RequestError(refusal)
         return info["unit_path"]
 
+    def missing_unit(self):
+        """With ``when_missing: skip``, why a systemd unit this request configures is not on the host (systemd:
+        LoadState=not-found), else None: the io_baseline role configures the container runtime's unit only where
+        the host has one. A slice is never missing (systemd makes one when it is asked for)."""
+        if self.params.get("when_missing") != "skip" or self.manager != "systemd" or self.state != "present" \
+                or self.name.endswith(".slice"):
+            return None
+        if sd.unit_info(self.runner, self.name)["LoadState"] != "not-found":
+            return None
+        return "%s is not a unit on this host (systemd: LoadState=not-found): nothing configured" % self.name
+
     def unsupported(self, knob, message):
         """Fail, or with when_unsupported=warn drop the knob and warn."""
         if self.params.get("when_unsupported") == "warn":
@@ -456,6 +467,7 @@ MODULE_SPEC = {"argument_spec": dict(
     create={"type": "bool", "default": False},
     description={"type": "str"},
     when_unsupported={"type": "str", "choices": ["fail", "warn"], "default": "fail"},
+    when_missing={"type": "str", "choices": ["fail", "skip"], "default": "fail"},
     adopt={"type": "bool", "default": False},
     **knobs.argument_spec()
 )}
@@ -473,6 +485,9 @@ def part(params, fs, runner, planned_qos=None):
     if req.errors:
         raise RequestError(req.errors)
     top = req.check_host()
+    missing = req.missing_unit()
+    if missing:
+        return _skipped(req, missing)
     if req.state == "present":
         req.check_features()
     req.resolve_devices()
@@ -503,6 +518,18 @@ def part(params, fs, runner, planned_qos=None):
 
     out = Part(settings, [], report)
     out.io_limits = (cgroup or req.path, req.io_limits())
+    return out
+
+
+def _skipped(req, why):
+    """The part of a request for a unit the host does not have (``when_missing: skip``): no setting, and a report
+    that says so."""
+    def report(result, check_mode):
+        return {"changed": False, "diff": result["diff"], "manager": req.manager, "name": req.name, "cgroup": None,
+                "persisted_to": [], "devices": {}, "kernel": {}, "skipped": True, "skip_reason": why,
+                "warnings": req.warnings}
+    out = Part([], [], report)
+    out.io_limits = (req.path, {"io.latency": {}})
     return out
 
 

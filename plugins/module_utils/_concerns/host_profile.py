@@ -23,6 +23,9 @@ __metaclass__ = type
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabilities import (
+    memory_substrate, substrate_findings,
+)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.registry import CONCERNS, Host
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import CgroupNameError, resolve
@@ -114,6 +117,26 @@ class Labeled(Setting):
         return self.inner.report(value)
 
 
+def protected_slices(params):
+    """The slices the profile gives memory protection (memory.low or memory.min above 0), in order."""
+    out = []
+    for entry in params.get("cgroups") or []:
+        memory = entry.get("memory") or {}
+        if (entry.get("state") or "present") == "present" and str(entry.get("name") or "").endswith(".slice") \
+                and any(str(memory.get(k)).strip() not in ("None", "", "0") for k in ("low", "min")):
+            out.append(entry["name"])
+    return out
+
+
+def substrate(params, fs):
+    """The memory substrate (``_capabilities.memory_substrate``) with its findings for this profile: ``errors``
+    refuse the call before any write, ``warnings`` are reported."""
+    found = memory_substrate(fs)
+    found["protected"] = protected_slices(params)
+    found["errors"], found["warnings"] = substrate_findings(found, found["protected"])
+    return found
+
+
 def plan(params, fs, runner):
     """Every section as an engine part, in kernel order; RequestError listing every refusal, by section."""
     requests = []
@@ -131,7 +154,8 @@ def plan(params, fs, runner):
                 raise RequestError("%s: %r is listed twice (as %s and %s); give each once"
                                    % (concern.name, entry["name"], names[entry["name"]], label))
             names[entry.get("name")] = label
-    sections, errors = [], []
+    memory = substrate(params, fs)
+    sections, errors = [], ["memory substrate: %s" % m for m in memory["errors"]]
     host = Host(fs, runner)
     for concern, label, raw in requests:
         try:
@@ -153,7 +177,7 @@ def plan(params, fs, runner):
     found, warnings = conflicts(fs, host.resolver, sections, host.provided.get("planned_qos") or {})
     if found:
         raise RequestError(["iocost conflict: %s" % m for m in found])
-    return sections, ["iocost conflict: %s" % m for m in warnings]
+    return sections, ["iocost conflict: %s" % m for m in warnings], memory
 
 
 def conflicts(fs, resolver, sections, planned_qos):
@@ -180,7 +204,7 @@ def conflicts(fs, resolver, sections, planned_qos):
 
 def run(params, fs, runner, check_mode):
     """The module call: plan every section, one engine run, each section reported as its module would."""
-    sections, conflict_warnings = plan(params, fs, runner)
+    sections, conflict_warnings, memory = plan(params, fs, runner)
     settings = []
     for band, section in enumerate(sections, 1):
         for s in section.part.settings:
@@ -189,7 +213,8 @@ def run(params, fs, runner, check_mode):
             settings.append(labeled)
     result = Reconciler(fs, check_mode=check_mode).run(settings)
     out = {"changed": result["changed"], "diff": result["diff"], "sections": {},
-           "reboot_required": False, "warnings": list(conflict_warnings)}
+           "reboot_required": False, "substrate": memory,
+           "warnings": list(conflict_warnings) + ["memory substrate: %s" % m for m in memory["warnings"]]}
     out.update((c.name, {}) for c in CONCERNS if c.many)
     for section in sections:
         own = _share(result, section.keys)

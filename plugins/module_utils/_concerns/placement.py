@@ -25,6 +25,13 @@ PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
    ``restart``, and otherwise listed in ``restart_required`` (nothing that runs is touched, and ``changed`` says
    only what was written).
 
+Two entry options serve the host tier (the io_baseline role's ``hostcritical.slice``): ``optional`` - a name
+systemd does not know is skipped (listed in ``unmatched``), and a unit another entry of the call lists goes where
+that entry says (a tenant's list wins over the host tier's default list); ``at_next_start`` - the unit is never
+restarted, whatever ``restart`` says: running outside its slice it is listed in ``next_start`` (it moves at its next
+start, such as the next boot), not in ``restart_required``. A remote-access daemon, the journal or the container
+runtime restarted by a rollout could cut an operator off or stop every container.
+
 ``state: absent`` removes the drop-ins of the units named (patterns match the units that have one); ``exclusive``
 removes those of every unit the request does not list. A unit then goes back to the slice its own files give; a
 running one moves at its next start, or now with ``restart``. ``purge`` removes every drop-in of this module with
@@ -83,6 +90,13 @@ _DROPIN_RE = re.compile(r"^%s/([^/]+\.service)\.d/%s$" % (re.escape(SYSTEMD_UNIT
 def is_pattern(text):
     """True when a unit the roles list is a pattern (it has a shell wildcard), not a name."""
     return bool(_GLOB.search(text))
+
+
+def unit_problem(text):
+    """Why ``text`` is neither a service name nor a pattern over service names this module takes, or None: what the
+    roles check of a list of units before they ask the host."""
+    text = (text or "").strip()
+    return _pattern_problem(text) if is_pattern(text) else _service_problem(text)
 
 
 def dropin_path(unit):
@@ -268,12 +282,13 @@ class Placement(Setting):
 class Target:
     """One unit this call places (``slice``) or takes out (``slice`` None: back to its own files' slice)."""
 
-    def __init__(self, unit, slice_name, label, matched_by, info):
+    def __init__(self, unit, slice_name, label, matched_by, info, at_next_start=False):
         self.unit = unit
         self.slice = slice_name
         self.label = label
         self.matched_by = matched_by
         self.info = info
+        self.at_next_start = at_next_start
 
     @property
     def loaded(self):
@@ -330,7 +345,7 @@ class Request:
         self.entries = self._entries(params.get("units") or [])
 
     def _entries(self, units):
-        """[(label, name, pattern, slice, allow_critical)] of the well-formed entries; every problem in ``errors``."""
+        """[(label, name, pattern, slice, allow_critical, optional, at_next_start)] of the well-formed entries; every problem in ``errors``."""
         out = []
         for index, entry in enumerate(units):
             name, pattern = entry.get("name"), entry.get("pattern")
@@ -350,7 +365,8 @@ class Request:
                 continue
             out.append((label, name.strip() if name is not None else None,
                         pattern.strip() if pattern is not None else None, slice_name,
-                        bool(entry.get("allow_critical"))))
+                        bool(entry.get("allow_critical")), bool(entry.get("optional")),
+                        bool(entry.get("at_next_start"))))
         return out
 
     # -- what the host has ------------------------------------------------------------------------
@@ -367,10 +383,11 @@ class Request:
         if self.state == "absent":
             return self._absent_targets()
         services = None
-        wanted = []     # (name as listed or matched, label, matched_by, slice, allow_critical)
-        for label, name, pattern, slice_name, allow in self.entries:
+        wanted = []     # (name as listed or matched, label, matched_by, slice, allow_critical, optional, at_next_start)
+        # an optional entry's units come last: a unit another entry lists goes where that entry says
+        for label, name, pattern, slice_name, allow, optional, deferred in sorted(self.entries, key=lambda e: e[5]):
             if name is not None:
-                wanted.append((name, label, name, slice_name, allow))
+                wanted.append((name, label, name, slice_name, allow, optional, deferred))
                 continue
             if services is None:
                 services = sd.list_services(self.runner)
@@ -380,17 +397,22 @@ class Request:
                 self.unmatched.append(pattern)
                 self.warnings.append("%s: pattern %r matches no service on this host: nothing placed for it"
                                      % (label, pattern))
-            wanted.extend((n, label, pattern, slice_name, allow) for n in found)
+            wanted.extend((n, label, pattern, slice_name, allow, optional, deferred) for n in found)
         shown = self._show(sorted(set(w[0] for w in wanted)))
         targets = OrderedDict()
-        for name, label, matched_by, slice_name, allow in wanted:
+        for name, label, matched_by, slice_name, allow, optional, deferred in wanted:
             info = shown[name]
             where = "%s (matched by %r)" % (name, matched_by) if matched_by != name else name
             load = info["LoadState"]
+            if optional and load == "not-found":
+                self.unmatched.append(name)     # not on this host: nothing to protect
+                continue
             if load != "loaded":
                 self.errors.append(self._not_loaded(label, where, load))
                 continue
             unit = info["Id"] or name
+            if optional and unit in targets:
+                continue                        # another entry of the call places it
             if _service_problem(unit):
                 self.errors.append("%s: %s is an alias of %s, which is no service" % (label, name, unit))
                 continue
@@ -414,7 +436,7 @@ class Request:
                     "win: remove that line (or the file) first" % (label, path, value, unit, PLACEMENT_DROPIN_NAME))
                 continue
             if earlier is None:
-                targets[unit] = Target(unit, slice_name, label, matched_by, info)
+                targets[unit] = Target(unit, slice_name, label, matched_by, info, deferred)
         if self.exclusive:
             self._add_removals(targets, [u for u in self.ours() if u not in targets], "exclusive", "exclusive")
         return targets
@@ -435,7 +457,7 @@ class Request:
         drop-in is gone already is still checked, and moved with ``restart``, when systemd knows it)."""
         targets = OrderedDict()
         ours = self.ours()
-        for label, name, pattern, _slice, _allow in self.entries:
+        for label, name, pattern, _slice, _allow, _optional, _deferred in self.entries:
             if name is not None:
                 self._add_removals(targets, [name] if name not in targets else [], label, name,
                                    keep=lambda unit, info: unit in ours or info.get("LoadState") == "loaded")
@@ -460,7 +482,7 @@ class Request:
             if not t.loaded:
                 continue        # the unit is gone: only its drop-in is removed
             slice_name = t.slice or own_slice(self.fs, t.unit, t.info)
-            placements.append(Placement(t.unit, slice_name, batch, self.restart))
+            placements.append(Placement(t.unit, slice_name, batch, self.restart and not t.at_next_start))
         return files + ([Reload(files, batch)] if files else []) + placements, placements
 
 
@@ -468,19 +490,24 @@ def _report(req, targets, placements):
     """The module's result from the engine's."""
     def report(result, check_mode):
         values, before, after = result["values"], result["diff"]["before"], result["diff"]["after"]
-        units, restart_required, restarted = OrderedDict(), [], []
+        units, restart_required, restarted, next_start = OrderedDict(), [], [], []
         by_unit = dict((p.unit, p) for p in placements)
         for t in targets.values():
             entry = {"slice": t.slice, "state": "present" if t.slice else "absent", "dropin": dropin_path(t.unit),
-                     "matched_by": t.matched_by, "cgroup": None, "loaded_slice": None}
+                     "matched_by": t.matched_by, "label": t.label, "cgroup": None, "loaded_slice": None}
             p = by_unit.get(t.unit)
             value = values.get(t.unit)
             if p is not None and value is not None:
                 entry.update(slice=p.slice, cgroup=value["cgroup"], loaded_slice=value["slice"])
                 moved = (before.get(t.unit) or {}).get("cgroup") != (after.get(t.unit) or {}).get("cgroup") \
                     and t.unit in after
-                if req.restart and (moved if not check_mode else p.outside(value)):
+                if p.restart and (moved if not check_mode else p.outside(value)):
                     restarted.append(t.unit)
+                elif p.outside(value) and t.at_next_start:
+                    next_start.append(t.unit)
+                    req.warnings.append(
+                        "%s runs in %s, outside %s, until its next start (such as the next boot): it is never "
+                        "restarted by this module (at_next_start)" % (t.unit, value["cgroup"], p.slice))
                 elif p.outside(value):
                     restart_required.append(t.unit)
                     req.warnings.append(
@@ -488,7 +515,8 @@ def _report(req, targets, placements):
                         "io_isolation_restart_ok)" % (t.unit, value["cgroup"], p.slice))
             units[t.unit] = entry
         return {"changed": result["changed"], "diff": result["diff"], "units": units,
-                "restart_required": restart_required, "restarted": restarted, "unmatched": list(req.unmatched),
+                "restart_required": restart_required, "restarted": restarted, "next_start": next_start,
+                "unmatched": list(req.unmatched),
                 "warnings": list(req.warnings)}
     return report
 
@@ -500,6 +528,8 @@ MODULE_SPEC = {"argument_spec": dict(
         "pattern": {"type": "str"},
         "slice": {"type": "str"},
         "allow_critical": {"type": "bool", "default": False},
+        "optional": {"type": "bool", "default": False},
+        "at_next_start": {"type": "bool", "default": False},
         "label": {"type": "str"},
     }, "mutually_exclusive": [("name", "pattern")], "required_one_of": [("name", "pattern")]},
     state={"type": "str", "choices": ["present", "absent"], "default": "present"},

@@ -60,6 +60,73 @@ def cgroup_mode(mounts):
     return "none", None
 
 
+def mount_options(mounts, mountpoint):
+    """The options of the last mount on ``mountpoint`` (the one in force), as a list; [] when nothing is mounted."""
+    found = [opts for _dev, mp, _fstype, opts in mounts if mp == mountpoint]
+    return found[-1].split(",") if found else []
+
+
+def meminfo_bytes(text, key):
+    """A /proc/meminfo line's value in bytes (``SwapTotal:  1048572 kB``), or None."""
+    for line in (text or "").splitlines():
+        name, _sep, rest = line.partition(":")
+        if name.strip() == key:
+            parts = rest.split()
+            try:
+                return int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def memory_substrate(fs):
+    """What memory protection (memory.low, memory.min) stands on, read from the host (issue 37):
+
+    - ``memory_recursiveprot``: the cgroup2 mount option (systemd 247+ mounts with it where the kernel, 5.7+, has
+      it). Without it a slice's memory.low/min protects only pages charged to the slice's own cgroup; the services
+      in it (child cgroups with no protection of their own) get none, because the kernel hands protection down
+      only to children that claim it.
+    - ``swap_bytes`` (``SwapTotal``) and ``swappiness``: without swap, anonymous memory cannot be reclaimed at all.
+    """
+    mounts = parse_mounts(fs.read("/proc/mounts"))
+    mode, root = cgroup_mode(mounts)
+    options = mount_options(mounts, root) if root else []
+    swappiness = (fs.read("/proc/sys/vm/swappiness") or "").strip()
+    return {"cgroup_mode": mode, "mount_options": options,
+            "memory_recursiveprot": "memory_recursiveprot" in options,
+            "swap_bytes": meminfo_bytes(fs.read("/proc/meminfo"), "SwapTotal"),
+            "swappiness": int(swappiness) if swappiness.isdigit() else None}
+
+
+# The rule the roles, verify.yml and the health gate follow (docs/isolation.md, "The memory substrate"): what makes
+# a requested protection do nothing is refused before any write; what only weakens it is a warning.
+NO_RECURSIVEPROT = (
+    "memory.low/memory.min on %s would not protect the services in it: the cgroup2 mount at %s lacks "
+    "memory_recursiveprot (options: %s), and without it the kernel gives a slice's protection to no child cgroup "
+    "that does not set its own. Remount with it (mount -o remount,memory_recursiveprot %s; systemd 247+ on a 5.7+ "
+    "kernel mounts it so at boot), or set the slice's memory protection to 0")
+NO_SWAP = (
+    "no swap on this host (SwapTotal 0): memory.low on %s protects its page cache, but the other tenants' anonymous "
+    "memory cannot be reclaimed, so when it grows the kernel takes the protected cache anyway (memory.low is best "
+    "effort) or the OOM killer ends a process; memory.high on the training slice is then the only bound, and "
+    "vm.swappiness does nothing")
+
+
+def substrate_findings(substrate, protected):
+    """(errors, warnings) of the memory substrate for the slices in ``protected`` (names of slices given a
+    memory.low or memory.min above 0): memory_recursiveprot missing is an error, no swap a warning."""
+    errors, warnings = [], []
+    if not protected or substrate.get("cgroup_mode") != "unified":
+        return errors, warnings
+    names = ", ".join(protected)
+    if not substrate.get("memory_recursiveprot"):
+        errors.append(NO_RECURSIVEPROT % (names, CGROUP_ROOT, ",".join(substrate.get("mount_options") or []) or "none",
+                                          CGROUP_ROOT))
+    if substrate.get("swap_bytes") == 0:
+        warnings.append(NO_SWAP % names)
+    return errors, warnings
+
+
 def parse_kernel_release(release):
     """'6.12.117+deb13-amd64' -> (6, 12, 117); unknown parts are 0."""
     m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", release or "")
@@ -129,6 +196,7 @@ def detect(fs, release=None, systemd_version=None, which=None):
                     "sched": None},
         "tools": dict((t, (which(t) if which else None)) for t in TOOLS),
         "psi": fs.exists("/proc/pressure/io"),
+        "memory": memory_substrate(fs),
     }
     if mode == "unified":
         cg = caps["cgroup"]

@@ -62,7 +62,8 @@ NVME_MODULE_PARAMS = {
 NVME_CORE_PARAMS = {"multipath": "Y", "io_timeout": "30", "admin_timeout": "60", "max_retries": "5"}
 
 PSI_ZERO = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
-CGROUP2_MOUNT = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0"
+# as the lab guests mount it (systemd 252 and 257: tests/lab/observed-sysfs-debian1*.txt)
+CGROUP2_MOUNT = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot 0 0"
 V1_CONTROLLERS = ("cpuset", "cpu,cpuacct", "blkio", "memory", "devices", "freezer", "net_cls,net_prio",
                   "perf_event", "hugetlb", "pids", "rdma", "misc")
 
@@ -641,7 +642,7 @@ class FakeHost:
     # -- cgroups --------------------------------------------------------------------------
     def add_cgroup_root(self, controllers="cpuset cpu io memory hugetlb pids rdma misc", subtree="memory pids",
                         iocost=True, mode="unified", io_latency=False, io_prio=False,
-                        mount_options="rw,nosuid,nodev,noexec,relatime"):
+                        mount_options="rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot"):
         """cgroup v2 root as on Debian 12 (``mode='unified'``), or ``'hybrid'`` (tmpfs + v1 + v2 at
         /sys/fs/cgroup/unified, no v2 controllers) or ``'legacy'`` (v1 only; returns None).
 

@@ -132,7 +132,8 @@ def test_cgroup_root_unified(tmp_path):
     h.add_virtio()
     mount = h.add_cgroup_root()
     assert mount == "/sys/fs/cgroup"
-    assert "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0" in h.read("/proc/mounts")
+    assert "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot 0 0" \
+        in h.read("/proc/mounts")
     assert h.read(mount + "/cgroup.controllers") == "cpuset cpu io memory hugetlb pids rdma misc\n"
     assert h.read(mount + "/cgroup.subtree_control") == "memory pids\n"
     assert h.read(mount + "/io.cost.qos") == "" and h.read(mount + "/io.cost.model") == ""

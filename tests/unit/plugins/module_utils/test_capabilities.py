@@ -152,3 +152,44 @@ def test_bfq_as_a_module_is_reported_as_module(host):
     write(host, "/boot/config-6.1.0-50-amd64", "CONFIG_IOSCHED_BFQ=m\nCONFIG_BFQ_GROUP_IOSCHED=y\n")
     c = caps.detect(KernelFS(str(host)), release="6.1.0-50-amd64")
     assert c["cgroup"]["io_files"]["io.bfq.weight"] == "module"
+
+
+# -- the memory substrate (issue 37) ---------------------------------------------------------------------------------
+DEBIAN12 = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot 0 0\n"
+
+
+def test_memory_substrate_reads_the_mount_option_swap_and_swappiness(host):
+    write(host, "/proc/mounts", DEBIAN12)
+    write(host, "/proc/meminfo", "MemTotal:        2013936 kB\nSwapTotal:       1048572 kB\nSwapFree:  1 kB\n")
+    write(host, "/proc/sys/vm/swappiness", "10\n")
+    sub = caps.memory_substrate(KernelFS(str(host)))
+    assert sub == {"cgroup_mode": "unified", "memory_recursiveprot": True, "swap_bytes": 1048572 * 1024,
+                   "swappiness": 10, "mount_options": ["rw", "nosuid", "nodev", "noexec", "relatime", "nsdelegate",
+                                                       "memory_recursiveprot"]}
+    assert caps.detect(KernelFS(str(host)), release="6.1.0-50-amd64")["memory"] == sub
+    assert caps.substrate_findings(sub, ["inference.slice"]) == ([], [])
+
+
+def test_memory_substrate_on_a_host_without_the_option_swap_or_readable_files(host):
+    sub = caps.memory_substrate(KernelFS(str(host)))   # UNIFIED: no memory_recursiveprot; no meminfo, no swappiness
+    assert (sub["memory_recursiveprot"], sub["swap_bytes"], sub["swappiness"]) == (False, None, None)
+    errors, warnings = caps.substrate_findings(dict(sub, swap_bytes=0), ["inference.slice", "hostcritical.slice"])
+    assert len(errors) == 1 and errors[0].startswith(
+        "memory.low/memory.min on inference.slice, hostcritical.slice would not protect the services in it")
+    assert "(options: rw,nosuid,nodev,noexec,relatime)" in errors[0]
+    assert len(warnings) == 1 and "no swap on this host (SwapTotal 0)" in warnings[0]
+    assert caps.substrate_findings(sub, []) == ([], []), "nothing protected: nothing to say"
+    assert caps.substrate_findings(dict(sub, cgroup_mode="legacy"), ["a.slice"]) == ([], [])
+
+
+@pytest.mark.parametrize("text, want", [
+    ("SwapTotal:       1048572 kB\n", 1048572 * 1024), ("SwapTotal: 0 kB", 0), ("SwapTotal: 12", 12),
+    ("SwapTotal: x kB", None), ("MemTotal: 5 kB", None), ("", None), (None, None)])
+def test_meminfo_bytes(text, want):
+    assert caps.meminfo_bytes(text, "SwapTotal") == want
+
+
+def test_mount_options_of_the_mount_in_force():
+    mounts = caps.parse_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\ncgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0")
+    assert caps.mount_options(mounts, "/sys/fs/cgroup") == ["rw", "nsdelegate"]
+    assert caps.mount_options(mounts, "/nowhere") == []

@@ -309,6 +309,21 @@ def test_unit_that_does_not_exist_is_refused(lab):
     assert lab.config_files() == []
 
 
+def test_a_missing_unit_is_skipped_with_when_missing_skip_and_an_existing_one_configured(lab):
+    result = lab.run(name="nope.service", when_missing="skip", io={"weight": 50})
+    assert not result.get("failed") and result["changed"] is False and result["skipped"] is True, result
+    assert result["skip_reason"] == "nope.service is not a unit on this host (systemd: LoadState=not-found): nothing configured"
+    lab.assert_nothing_changed()
+    assert lab.config_files() == []
+    done = lab.run(name="vllm.service", when_missing="skip", io={"weight": 50})
+    assert done["changed"] and not done.get("skipped") and lab.read(dropin("vllm.service")) is not None
+
+
+def test_when_missing_skip_still_refuses_a_bad_name(lab):
+    result = lab.run(name="nope", when_missing="skip", io={"weight": 50})
+    assert result["failed"] and lab.config_files() == []
+
+
 def test_create_does_not_create_services(lab):
     result = lab.run(name="nope.service", create=True, io={"weight": 300})
     assert result["failed"] and "does not exist" in result["msg"] and lab.config_files() == []

@@ -142,3 +142,41 @@ def test_a_bad_block_queue_value_refuses_the_iocost_section_too(disks):
     assert result["failed"] and "read_ahead_kb" in result["msg"], result
     assert all(e.startswith("blk_queue: ") for e in result["errors"]), result["errors"]
     assert disks.sim.writes == []
+
+
+# -- the memory substrate (issue 37): read before any write ----------------------------------------------------------
+def without_recursiveprot(lab):
+    mounts = lab.host.read("/proc/mounts").replace(",memory_recursiveprot", "")
+    lab.host.write("/proc/mounts", mounts)
+
+
+def test_memory_protection_without_memory_recursiveprot_is_refused_before_any_write(lab):
+    without_recursiveprot(lab)
+    result = lab.profile(cgroups=[INFERENCE, TRAINING])
+    assert result["failed"] and result["msg"].startswith("Invalid request (nothing was changed): "), result["msg"]
+    assert ("memory substrate: memory.low/memory.min on inference.slice would not protect the services in it: the "
+            "cgroup2 mount at /sys/fs/cgroup lacks memory_recursiveprot") in result["msg"]
+    assert "mount -o remount,memory_recursiveprot /sys/fs/cgroup" in result["msg"]
+    lab.assert_nothing_changed()
+    assert lab.config_files() == []
+    # without memory protection there is nothing the option would carry: the same host takes the profile
+    done = lab.profile(cgroups=[dict(INFERENCE, memory={"low": 0}), TRAINING])
+    assert not done.get("failed"), done.get("msg")
+    assert done["substrate"]["memory_recursiveprot"] is False and done["substrate"]["protected"] == []
+
+
+def test_no_swap_is_a_warning_and_the_substrate_is_reported(lab):
+    lab.host.write("/proc/meminfo", "MemTotal:        2013936 kB\nSwapTotal:             0 kB\n")
+    lab.host.write("/proc/sys/vm/swappiness", "60")
+    result = lab.profile(cgroups=[INFERENCE, TRAINING])
+    assert not result.get("failed"), result.get("msg")
+    sub = result["substrate"]
+    assert (sub["memory_recursiveprot"], sub["swap_bytes"], sub["swappiness"], sub["protected"], sub["errors"]) == \
+        (True, 0, 60, ["inference.slice"], [])
+    assert "nsdelegate" in sub["mount_options"]
+    assert any(w.startswith("memory substrate: no swap on this host (SwapTotal 0): memory.low on inference.slice")
+               for w in lab.warnings), lab.warnings
+    lab.host.write("/proc/meminfo", "MemTotal:        2013936 kB\nSwapTotal:       1048572 kB\n")
+    again = lab.profile(cgroups=[INFERENCE, TRAINING])
+    assert again["substrate"]["swap_bytes"] == 1048572 * 1024 and again["substrate"]["warnings"] == []
+    assert not any("memory substrate" in w for w in lab.warnings)

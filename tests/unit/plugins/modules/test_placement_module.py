@@ -99,6 +99,7 @@ def test_check_mode_then_apply_reports_restart_required_and_a_second_run_changes
     assert lab.slice_of("vllm.service") == "inference.slice" and lab.cgroup_of("vllm.service") == "/system.slice/vllm.service"
     assert result["units"]["batch.service"] == {
         "slice": "training.slice", "state": "present", "dropin": dropin("batch.service"), "matched_by": "b*.service",
+        "label": "units[1]",
         "cgroup": None, "loaded_slice": "training.slice"}
     assert any("vllm.service runs in /system.slice/vllm.service, outside inference.slice, until it is restarted"
                in w and "io_isolation_restart_ok" in w for w in lab.warnings)
@@ -295,6 +296,41 @@ def test_systemctl_failing_before_any_change_writes_nothing(lab252):
     result = lab252.place(units=UNITS)
     assert result["failed"] and "Failed to connect to bus" in result["msg"]
     lab252.assert_nothing_changed()
+
+
+# -- the host tier's entries: optional, at_next_start ------------------------------------------------------------------
+HOST_TIER = [{"label": "host tier units", "name": n, "slice": "hostcritical.slice", "allow_critical": True,
+              "optional": True, "at_next_start": True}
+             for n in ("ssh.service", "systemd-journald.service", "docker.service", "vllm.service")]
+
+
+def test_optional_entries_skip_missing_units_yield_to_other_entries_and_are_never_restarted(lab252):
+    units = HOST_TIER + [{"label": "inference units", "name": "vllm.service", "slice": "inference.slice"}]
+    result = lab252.place(units=units, restart=True)
+    assert not result.get("failed"), result
+    assert result["unmatched"] == ["docker.service"], "not on this host: skipped, not refused"
+    assert result["units"]["vllm.service"]["slice"] == "inference.slice", "the tenant's entry wins"
+    assert result["units"]["ssh.service"]["label"] == "host tier units"
+    assert lab252.read(dropin("ssh.service")) == body("hostcritical.slice")
+    assert lab252.read(dropin("systemd-journald.service")) == body("hostcritical.slice")
+    assert lab252.read(dropin("docker.service")) is None
+    # restart asked for the call: the tenant's unit moves, the host tier's never
+    assert lab252.restarts() == ["vllm.service"] and result["restarted"] == ["vllm.service"]
+    assert result["next_start"] == ["ssh.service", "systemd-journald.service"] and result["restart_required"] == []
+    assert lab252.cgroup_of("ssh.service") == "/system.slice/ssh.service"
+    assert any("ssh.service runs in /system.slice/ssh.service, outside hostcritical.slice, until its next start" in w
+               for w in lab252.warnings)
+    again = lab252.place(units=units, restart=True)
+    assert again["changed"] is False and again["next_start"] == ["ssh.service", "systemd-journald.service"]
+    lab252.assert_nothing_changed()
+
+
+def test_an_optional_entry_still_refuses_a_name_that_is_no_service(lab252):
+    result = lab252.place(units=[dict(HOST_TIER[0], name="sshd")])
+    assert result["failed"] and "host tier units: 'sshd' has no unit type: give the full name (sshd.service)" \
+        in result["msg"]
+    lab252.assert_nothing_changed()
+    assert lab252.config_files() == []
 
 
 # -- host_profile's placement section ------------------------------------------------------------------------------
