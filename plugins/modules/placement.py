@@ -164,7 +164,7 @@ units:
   returned: success
   type: dict
   sample:
-    vllm.service: {slice: inference.slice, state: present, matched_by: vllm.service, label: units[0],
+    vllm.service: {slice: inference.slice, state: present, matched_by: vllm.service, label: "units[0]",
                    loaded_slice: inference.slice,
                    cgroup: /system.slice/vllm.service,
                    dropin: /etc/systemd/system/vllm.service.d/90-aiinfra-io-isolation-slice.conf}
