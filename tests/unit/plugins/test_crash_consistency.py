@@ -23,11 +23,9 @@ import os
 import pytest
 
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as _sysctl
 from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue, cgroup, host_profile, iocost, placement, sysctl
-from conftest import ModuleDone
 from sim.blk_queue import queue_host
 from sim.iocost import SimIocost
 from sim.lab import CgroupLab
@@ -89,27 +87,11 @@ class Host(object):
         return json.loads(json.dumps(state, sort_keys=True, default=repr))
 
 
-def run(main, args, check=False):
-    """The module's result; raises Crash if the host's crash point is reached."""
-    with patch_module_args(dict(args, _ansible_check_mode=check)):
-        try:
-            main()
-        except ModuleDone as done:
-            return done.args[0]
-    raise AssertionError("the module neither exited nor failed")
-
-
 @pytest.fixture
-def quiet(monkeypatch):
-    def exit_json(self, **kw):
-        raise ModuleDone(kw)
-
-    def fail_json(self, **kw):
-        kw["failed"] = True
-        raise ModuleDone(kw)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+def run(run_module, monkeypatch):
+    """run(main, args, check=False) -> the module's result; a Crash at the host's crash point goes through."""
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: None)
+    return lambda main, args, check=False: run_module(main, **dict(args, _ansible_check_mode=check))
 
 
 # -- the hosts and what each case applies ---------------------------------------------------------------------
@@ -174,7 +156,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_crash_point_is_reported_by_check_mode_and_repaired_by_the_next_run(case, tmp_path, monkeypatch, quiet):
+def test_every_crash_point_is_reported_by_check_mode_and_repaired_by_the_next_run(case, tmp_path, monkeypatch, run):
     build, main, args = CASES[case]
     whole = build(tmp_path / "whole", monkeypatch)
     first = run(main, args)
