@@ -45,8 +45,21 @@ GROUP_BASE = {"cgroup.subtree_control": "", "cgroup.procs": "", "cgroup.type": "
               "cgroup.events": "populated 0\nfrozen 0"}
 
 
-def controller_files(controller, features):
-    """Interface files (name -> initial text) a controller adds to a non-root group."""
+# What a host tree made for reading (sim/host.py's add_cgroup) adds to the files above, for realism.
+REALISM = {
+    "memory": {"memory.peak": "0", "memory.swap.current": "0", "memory.swap.high": "max", "memory.zswap.current": "0",
+               "memory.stat": "anon 0\nfile 0", "memory.reclaim": "",
+               "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0",
+               "memory.events.local": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0"},
+    "cpu": {"cpu.weight.nice": "0", "cpu.max.burst": "0", "cpu.idle": "0"},
+    "pids": {"pids.current": "0", "pids.peak": "0", "pids.events": "max 0"},
+}
+
+
+def controller_files(controller, features, realism=False):
+    """Interface files (name -> initial text) a controller adds to a non-root group; with ``realism`` also the
+    ones no module writes (REALISM). The one place both the kernel model and the host trees take them from."""
+    out = {}
     if controller == "io":
         out = {"io.weight": "default 100", "io.max": "", "io.stat": ""}
         if features.get("io_latency"):
@@ -55,15 +68,16 @@ def controller_files(controller, features):
             out["io.prio.class"] = "no-change"
         if features.get("io_low"):
             out["io.low"] = ""
-        return out
-    if controller == "memory":
-        return {"memory.current": "0", "memory.min": "0", "memory.low": "0", "memory.high": "max",
-                "memory.max": "max", "memory.oom.group": "0", "memory.swap.max": "max", "memory.zswap.max": "max"}
-    if controller == "cpu":
-        return {"cpu.weight": "100", "cpu.max": "max 100000"}
-    if controller == "pids":
-        return {"pids.max": "max"}
-    return {}
+    elif controller == "memory":
+        out = {"memory.current": "0", "memory.min": "0", "memory.low": "0", "memory.high": "max",
+               "memory.max": "max", "memory.oom.group": "0", "memory.swap.max": "max", "memory.zswap.max": "max"}
+    elif controller == "cpu":
+        out = {"cpu.weight": "100", "cpu.max": "max 100000"}
+    elif controller == "pids":
+        out = {"pids.max": "max"}
+    if realism:
+        out.update(REALISM.get(controller, {}))
+    return out
 
 
 class SimCgroup(SimKernel):

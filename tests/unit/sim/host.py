@@ -34,6 +34,8 @@ __metaclass__ = type
 import os
 import struct
 
+from sim.cgroup import controller_files
+
 QUEUE_COMMON = {
     "add_random": "0", "chunk_sectors": "0", "dax": "0", "discard_granularity": "512",
     "discard_max_bytes": "2199023255040", "discard_max_hw_bytes": "2199023255040",
@@ -714,24 +716,9 @@ class FakeHost:
         }
         if self.psi:
             out.update({"io.pressure": PSI_ZERO, "memory.pressure": PSI_ZERO, "cpu.pressure": PSI_ZERO})
-        if "io" in enabled:
-            out.update({"io.weight": "default 100", "io.max": "", "io.stat": ""})
-            if self.cgroup_features.get("io_latency"):
-                out["io.latency"] = ""
-            if self.cgroup_features.get("io_prio"):
-                out["io.prio.class"] = "no-change"
-        if "memory" in enabled:
-            out.update({"memory.current": "0", "memory.min": "0", "memory.low": "0", "memory.high": "max",
-                        "memory.max": "max", "memory.peak": "0", "memory.oom.group": "0", "memory.swap.current": "0",
-                        "memory.swap.high": "max", "memory.swap.max": "max", "memory.zswap.current": "0",
-                        "memory.zswap.max": "max", "memory.stat": "anon 0\nfile 0", "memory.reclaim": "",
-                        "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0",
-                        "memory.events.local": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0"})
-        if "cpu" in enabled:
-            out.update({"cpu.weight": "100", "cpu.weight.nice": "0", "cpu.max": "max 100000", "cpu.max.burst": "0",
-                        "cpu.idle": "0"})
-        if "pids" in enabled:
-            out.update({"pids.max": "max", "pids.current": "0", "pids.peak": "0", "pids.events": "max 0"})
+        for controller in ("io", "memory", "cpu", "pids"):
+            if controller in enabled:
+                out.update(controller_files(controller, self.cgroup_features, realism=True))
         out.update(files or {})
         self.mkdir(cg)
         for key, value in out.items():
