@@ -39,6 +39,13 @@ from sim.kernel import SimKernel
 from sim.lab import lab_host
 from sim.runner import FakeRunner
 
+# The nvme driver's queue parameters as the kernel has them (drivers/nvme/host/pci.c), declared here and not taken
+# from the module under test, so that a wrong limit in production fails against the simulation.
+PARAMETERS_DIR = "/sys/module/nvme/parameters"
+PARAMS = ("write_queues", "poll_queues", "io_queue_depth")
+KERNEL_DEFAULTS = {"poll_queues": 0, "write_queues": 0, "io_queue_depth": 1024}
+DEPTH_MIN, DEPTH_MAX = 2, 4095         # io_queue_depth_set: n < 2 || n > 4095 is -EINVAL
+
 RELEASE = "6.1.0-57-amd64"
 MODDIR = "/lib/modules/" + RELEASE
 INITRD = "/boot/initrd.img-" + RELEASE
@@ -186,13 +193,13 @@ class SimNvme(object):
         self = cls()
         self.h, self.sim = host, sim
         self.ncpus = host.ncpus
-        self.params = dict(nq.DEFAULTS)
+        self.params = dict(KERNEL_DEFAULTS)
         self.granted = granted
         self.ctrls = {}
         self.stalled, self.resets, self.klog = [], [], []
         self.ignore_resets = False
-        for p in nq.PARAMS:
-            sim.handlers["%s/%s" % (nq.PARAMETERS_DIR, p)] = self._param_writer(p)
+        for p in PARAMS:
+            sim.handlers["%s/%s" % (PARAMETERS_DIR, p)] = self._param_writer(p)
         for n in ctrls:
             name = "nvme%d" % n
             self.ctrls[name] = {"ns": ["nvme%dn1" % n]}
@@ -208,19 +215,19 @@ class SimNvme(object):
                 n = int(line.strip(), 10)
             except ValueError:
                 raise OSError(errno.EINVAL, "invalid")
-            if p == "io_queue_depth" and not nq.DEPTH_MIN <= n <= nq.DEPTH_MAX:
+            if p == "io_queue_depth" and not DEPTH_MIN <= n <= DEPTH_MAX:
                 raise OSError(errno.EINVAL, "invalid")
             if p != "io_queue_depth" and not 0 <= n <= self.ncpus:
                 raise OSError(errno.EINVAL, "invalid")
             self.params[p] = n
-            self.h.write("%s/%s" % (nq.PARAMETERS_DIR, p), n)
+            self.h.write("%s/%s" % (PARAMETERS_DIR, p), n)
         return write
 
     def boot(self, **params):
         """Probe every controller with these parameters (what a reboot does)."""
         self.params.update(params)
         for p, v in self.params.items():
-            self.h.write("%s/%s" % (nq.PARAMETERS_DIR, p), v)
+            self.h.write("%s/%s" % (PARAMETERS_DIR, p), v)
         for name, c in self.ctrls.items():
             c["allocated"] = self.ncpus + self.params["write_queues"] + self.params["poll_queues"]
             split = driver_split(min(c["allocated"], self.granted), self.params["poll_queues"],
