@@ -344,6 +344,8 @@ INFERENCE_VARS = ("inference_slice", "inference_io_weight", "inference_memory_lo
 TRAINING_VARS = ("training_slice", "training_io_weight", "training_io_max", "training_memory_high",
                  "training_cpu_weight", "training_io_prio_class", "training_units")
 BASELINE_VARS = ("io_baseline_blk_queue", "io_baseline_sysctls", "io_baseline_nvme_queues")
+TENANCY_VARS = ("io_baseline_io_share_seconds", "io_baseline_io_share_outside_max_pct", "io_baseline_io_share_min_iops",
+                "io_baseline_io_share_min_bytes_per_second")
 
 
 def _settings(settings, names, filter_name):
@@ -598,6 +600,56 @@ def baseline_plan(profile, plan, settings):
     return out
 
 
+def _number_var(v, name, low, high=None):
+    value = v[name]
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or isinstance(value, bool) or number < low or (high is not None and number > high):
+        raise AnsibleFilterError("%s is %s: give a number from %s%s" % (
+            name, _short(repr(value)), _num(low), " to %s" % _num(high) if high is not None else " up"))
+    return number
+
+
+def tenancy_request(profile, settings):
+    """host_profile's ``tenancy`` option for what the roles planned: the tenant slices (``profile.inference.slice``,
+    ``profile.training.slice``), each with the services the ``placement`` section puts in it as its workloads, the
+    managed disks (the ``iocost`` section's devices) and the interval and thresholds of the role's variables
+    (``TENANCY_VARS``). Empty when the profile has no tenant slice (nothing to report)."""
+    v = _settings(settings, TENANCY_VARS, "tenancy_request")
+    profile = profile or {}
+    names = [(profile.get(role) or {}).get("slice") for role in ("inference", "training")]
+    names = _unique([n for n in names if n])
+    if not names:
+        return {}
+    slices = []
+    units = ((profile.get("placement") or {}).get("units")) or []
+    for name in names:
+        workloads = [dict({"kind": "service"}, **dict((k, u[k]) for k in ("name", "pattern") if u.get(k)))
+                     for u in units if u.get("slice") == name]
+        slices.append({"name": name, "workloads": workloads})
+    seconds = _number_var(v, "io_baseline_io_share_seconds", 0, 60)
+    return {"slices": slices,
+            "devices": [d["device"] for d in ((profile.get("iocost") or {}).get("devices") or [])],
+            "interval": seconds,
+            "outside_max_pct": _number_var(v, "io_baseline_io_share_outside_max_pct", 0, 99.9),
+            "min_iops": _number_var(v, "io_baseline_io_share_min_iops", 0),
+            "min_bytes_per_second": int(_number_var(v, "io_baseline_io_share_min_bytes_per_second", 0))}
+
+
+def tenancy_findings(tenancy, placement=None):
+    """The tenancy report's drift (host_profile's ``tenancy.drift``) less what ``placement`` (its section's result)
+    reports already: a service it lists in ``restart_required`` is said once, by the placement section."""
+    restart = set((placement or {}).get("restart_required") or []) if isinstance(placement, dict) else set()
+    out = []
+    for line in (tenancy or {}).get("drift") or []:
+        if any(line.startswith("service %s " % unit) for unit in restart):
+            continue
+        out.append(line)
+    return out
+
+
 def verify_drift(baseline, inference=None, training=None):
     """verify.yml's judgement: what a check-mode run of the roles would change, keyed as drift_summary takes it.
 
@@ -605,9 +657,16 @@ def verify_drift(baseline, inference=None, training=None):
     results (their ``slice``, and the inference role's workload ``groups``). Returns ``{"drift": {name: result},
     "boost": the training slice's boost window or None}``: only results that would change, or that list a service
     running outside its slice (``restart_required``, the placement section without a restart); the training slice
-    left out while it is in an open boost window that is its only difference (the host's timer ends it)."""
+    left out while it is in an open boost window that is its only difference (the host's timer ends it). The tenancy
+    report (``baseline.tenancy``: a listed workload outside its slice, a listed slice with no process, a disk whose I/O
+    is mostly charged outside the tenant slices) is drift under ``tenancy``, as its ``findings``."""
     inference, training = inference or {}, training or {}
     results = dict(baseline or {})
+    tenancy = results.pop("tenancy", None)
+    if isinstance(tenancy, dict):
+        findings = tenancy_findings(tenancy, results.get("placement"))
+        if findings:
+            results["tenancy"] = {"changed": False, "findings": findings}
     results["inference slice"] = inference.get("slice") or {}
     results["training slice"] = training.get("slice") or {}
     for group, result in (inference.get("groups") or {}).items():
@@ -616,7 +675,8 @@ def verify_drift(baseline, inference=None, training=None):
     # a container outside its tenant's slice (container_runtime's restart_required, outside) drifted, though
     # nothing would be written
     drift = dict((k, v) for k, v in results.items()
-                 if isinstance(v, dict) and (v.get("changed") or v.get("restart_required") or v.get("outside")))
+                 if isinstance(v, dict) and (v.get("changed") or v.get("restart_required") or v.get("outside")
+                                             or v.get("findings")))
     boost = (training.get("slice") or {}).get("boost")
     if isinstance(boost, dict) and boost.get("active") and boost.get("only_difference"):
         drift.pop("training slice", None)
@@ -631,14 +691,16 @@ def drift_summary(results):
     module's ``boost``) is one line saying what is wrong with it: past its end and still lifted, no
     timer to end it, or open while the slice drifted besides. A service that runs outside its slice
     (placement's ``restart_required``) is one line too; the placement's ``daemon-reload`` key is not (it
-    only repeats the drop-ins).
+    only repeats the drop-ins). A result's ``findings`` (verify_drift's ``tenancy``) are one line each.
     """
     lines = []
     for name, result in sorted((results or {}).items()):
         restart = result.get("restart_required") if isinstance(result, dict) else None
         outside = result.get("outside") if isinstance(result, dict) else None
-        if not isinstance(result, dict) or not (result.get("changed") or restart or outside):
+        findings = result.get("findings") if isinstance(result, dict) else None
+        if not isinstance(result, dict) or not (result.get("changed") or restart or outside or findings):
             continue
+        lines.extend("%s: %s" % (name, f) for f in findings or [])
         for unit in restart or []:
             info = (result.get("units") or {}).get(unit)
             if info is None and "runtimes" in result:
@@ -675,7 +737,7 @@ def drift_summary(results):
                 lines.append("%s: file %s %s" % (name, key, what))
             else:
                 lines.append("%s: %s: %s -> %s" % (name, key, _short(old), _short(new)))
-        if not before and not after and not restart and not outside:
+        if not before and not after and not restart and not outside and not findings:
             lines.append("%s: would change" % name)
     return lines
 
@@ -696,4 +758,5 @@ class FilterModule(object):
                 "ram_share": ram_share, "per_disk": per_disk, "disk_entries": disk_entries,
                 "group_entries": group_entries, "qos_source_text": qos_source_text,
                 "drift_summary": drift_summary, "verify_drift": verify_drift, "inference_plan": inference_plan,
-                "training_plan": training_plan, "baseline_plan": baseline_plan}
+                "training_plan": training_plan, "baseline_plan": baseline_plan, "tenancy_request": tenancy_request,
+                "tenancy_findings": tenancy_findings}

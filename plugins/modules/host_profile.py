@@ -32,6 +32,7 @@ author:
 extends_documentation_fragment:
   - aiinfra.io_isolation.attributes
   - aiinfra.io_isolation.attributes.RECONCILE
+  - aiinfra.io_isolation.tenancy
 options:
   iocost:
     description:
@@ -128,11 +129,22 @@ EXAMPLES = r"""
       units:
         - {name: vllm.service, slice: inference.slice}
     pressure: [inference.slice]
+    tenancy:
+      slices:
+        - name: inference.slice
+          workloads: [{name: vllm.service}]
+        - name: training.slice
+      devices: [nvme0n1]
   register: profile
 
 - name: Fail the host when the inference slice stalls on I/O
   ansible.builtin.assert:
     that: profile.pressure.cgroups['inference.slice'].io.some.avg10 < 45
+
+- name: Fail the host when a workload is outside its slice, or the disk's I/O is mostly charged elsewhere
+  ansible.builtin.assert:
+    that: profile.tenancy.drift | length == 0
+    fail_msg: "{{ profile.tenancy.drift | join('; ') }}"
 """
 
 RETURN = r"""
@@ -195,6 +207,55 @@ pressure:
     cgroups:
       inference.slice: {path: /sys/fs/cgroup/inference.slice, exists: true,
                         io: {some: {avg10: 0.0, avg60: 0.0, avg300: 0.0, total: 0}, full: {avg10: 0.0, avg60: 0.0, avg300: 0.0, total: 0}}}
+tenancy:
+  description:
+    - Who runs in the tenant slices and who the disks' I/O is charged to read after the apply (with O(tenancy)). verify.yml and the health gate judge RV(tenancy.drift).
+  returned: with O(tenancy)
+  type: dict
+  contains:
+    slices:
+      description:
+        - By slice name - C(cgroup), C(exists), C(units), C(processes) (C(count), C(sample) of C(pid)/C(comm)/C(cgroup)),
+          C(listed) (the number of workloads listed), C(empty), and C(workloads), each with C(kind), C(name),
+          C(listed_as), C(slice), C(cgroup) (where it runs, null when it does not), C(running) and C(placed).
+      type: dict
+      sample:
+        inference.slice:
+          cgroup: /inference.slice
+          exists: true
+          listed: 1
+          empty: false
+          units: [lab-reader.service]
+          processes: {count: 1, sample: [{pid: 1234, comm: fio, cgroup: /inference.slice/lab-reader.service}]}
+          workloads: [{kind: service, name: lab-reader.service, listed_as: lab-reader.service, slice: inference.slice,
+                       cgroup: /inference.slice/lab-reader.service, running: true, placed: true}]
+    disks:
+      description:
+        - By kernel name - C(majmin), C(interval) (the seconds measured), C(total), C(cgroups) (each top-level cgroup
+          with I/O, and C(/) for what the root cgroup itself was charged), C(tenants), C(outside) (each with C(rbytes),
+          C(wbytes), C(rios), C(wios), C(bytes_share), C(ios_share)), C(outside_share) (the larger of the two),
+          C(iops), C(bytes_per_second), C(judged), C(drift) and, when not judged, C(note).
+      type: dict
+      sample:
+        nvme0n1:
+          majmin: "259:0"
+          interval: 2.001
+          total: {rbytes: 819200, wbytes: 0, rios: 200, wios: 0}
+          cgroups:
+            inference.slice: {rbytes: 819200, wbytes: 0, rios: 200, wios: 0, bytes_share: 1.0, ios_share: 1.0}
+          tenants: {inference.slice: {rbytes: 819200, wbytes: 0, rios: 200, wios: 0, bytes_share: 1.0, ios_share: 1.0}}
+          outside: {rbytes: 0, wbytes: 0, rios: 0, wios: 0, bytes_share: 0.0, ios_share: 0.0}
+          outside_share: 0.0
+          iops: 99.95
+          bytes_per_second: 409395
+          judged: true
+          drift: false
+    drift:
+      description: One message per finding (a workload outside its slice, a listed slice with no process, a disk
+        whose I/O is mostly charged outside the tenant slices); empty when none.
+      type: list
+      elements: str
+      sample: ["inference.slice lists 1 workload(s) (lab-reader.service) and no process runs in it"]
 """
 
 from ansible.module_utils.basic import AnsibleModule

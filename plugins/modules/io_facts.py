@@ -28,6 +28,8 @@ description:
     uses it (debugfs), plus the C(nvme) module parameters, which the driver samples only at probe or
     controller reset.
   - B(Cgroups) of interest with their io, memory and cpu files, C(io.stat) and pressure, and global PSI.
+  - B(Tenancy) with O(tenancy) - the units and processes in each tenant slice, where its listed workloads run,
+    and who each managed disk's I/O was charged to over an interval, judged as verify.yml judges it.
   - On a host without the cgroup v2 unified hierarchy it reports the mode (V(hybrid), V(legacy)) instead of failing.
   - Never changes anything.
 author:
@@ -36,6 +38,7 @@ extends_documentation_fragment:
   - aiinfra.io_isolation.attributes
   - aiinfra.io_isolation.attributes.FACTS
   - aiinfra.io_isolation.device.DEVICES
+  - aiinfra.io_isolation.tenancy
 options:
   cgroups:
     description:
@@ -69,6 +72,17 @@ EXAMPLES = r"""
     msg: "{{ ansible_facts.io_isolation.devices | dict2items
              | selectattr('value.identity.kind', 'equalto', 'nvme')
              | map(attribute='key') | list }}"
+
+- name: Who runs in the tenant slices, and who the NVMe disk's I/O is charged to over 2 seconds
+  aiinfra.io_isolation.io_facts:
+    devices: []
+    tenancy:
+      slices:
+        - name: inference.slice
+          workloads: [{name: vllm.service}, {pattern: "embed-*.service"}]
+        - name: training.slice
+      devices: [/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_lab-nvme-a]
+      interval: 2
 
 - name: Gather facts about one disk by its stable identity only
   aiinfra.io_isolation.io_facts:
@@ -175,6 +189,22 @@ ansible_facts:
           returned: always
           type: dict
           sample: {memory_bytes: 2067300352, memory_stable_bytes: 2147483648, cpus_online: 2, cpus_possible: 2}
+        tenancy:
+          description:
+            - With O(tenancy) - C(slices), C(disks) and C(drift), as M(aiinfra.io_isolation.host_profile) returns
+              them in its RV(aiinfra.io_isolation.host_profile#module:tenancy).
+          returned: with O(tenancy)
+          type: dict
+          sample:
+            slices:
+              inference.slice: {cgroup: /inference.slice, exists: true, listed: 1, empty: true, units: [],
+                                processes: {count: 0, sample: []},
+                                workloads: [{kind: service, name: vllm.service, listed_as: vllm.service,
+                                             slice: inference.slice, cgroup: /system.slice/vllm.service,
+                                             running: true, placed: false}]}
+            disks: {}
+            drift: ["service vllm.service (listed for inference.slice as vllm.service) runs in /system.slice/vllm.service, outside its slice",
+                    "inference.slice lists 1 workload(s) (vllm.service) and no process runs in it"]
         warnings:
           description: Files that could not be read or parsed (for example debugfs without root).
           returned: always
@@ -187,6 +217,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import io_facts as _io_facts
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.argspec import DEVICES, merge
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import tenancy as _tenancy
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Runner
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import exit_module
@@ -195,7 +226,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.recon
 def main():
     module = AnsibleModule(
         argument_spec=merge(DEVICES, cgroups={"type": "list", "elements": "str", "default": []},
-                            include_empty={"type": "bool", "default": False}),
+                            include_empty={"type": "bool", "default": False},
+                            tenancy={"type": "dict", "options": _tenancy.OPTIONS}),
         supports_check_mode=True,
     )
     exit_module(module, lambda: _io_facts.run(module.params, KernelFS(), Runner(module)))

@@ -22,7 +22,7 @@ def promtool(*args, cwd=RULES):
 
 def test_rules_are_valid():
     proc = promtool("check", "rules", "alerts.yml")
-    assert proc.returncode == 0 and "SUCCESS: 8 rules found" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "SUCCESS: 11 rules found" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_rule_unit_tests_pass():
@@ -46,6 +46,16 @@ def test_rule_unit_tests_pass():
      '(rate(aiinfra_io_isolation_slice_io_latency_seconds_bucket[10m]))'),
     # "pinned" read as "once at the bound": host-e's excursion would not reset it
     ("max_over_time(aiinfra_io_isolation_iocost_vrate_ratio[10m])", "min_over_time(aiinfra_io_isolation_iocost_vrate_ratio[10m])"),
+    # placement: a placed workload (host-b) alerting; a slice with nothing listed (host-c) taken for an empty one
+    ("expr: aiinfra_io_isolation_workload_outside == 1", "expr: aiinfra_io_isolation_workload_outside >= 0"),
+    ("aiinfra_io_isolation_slice_workloads_listed > 0", "aiinfra_io_isolation_slice_workloads_listed >= 0"),
+    # the I/O share: "most" raised above host-a's 90 %, the idle guard dropped (host-b), the bytes judged no more
+    # (host-d), the root disk without iocost taken for a managed one (host-a's vda)
+    ("+ rate(aiinfra_io_isolation_disk_io_writes_total[10m])) > 0.5\n",
+     "+ rate(aiinfra_io_isolation_disk_io_writes_total[10m])) > 0.95\n"),
+    ("+ rate(aiinfra_io_isolation_disk_io_writes_total[10m])) >= 20", "+ rate(aiinfra_io_isolation_disk_io_writes_total[10m])) >= 0"),
+    ("+ rate(aiinfra_io_isolation_disk_io_written_bytes_total[10m])) > 0.5", "+ rate(aiinfra_io_isolation_disk_io_written_bytes_total[10m])) > 5"),
+    ("\n          and on (instance, job, device) aiinfra_io_isolation_iocost_enabled == 1", ""),
 ])
 def test_the_unit_tests_catch_a_changed_rule(tmp_path, old, new):
     text = open(os.path.join(RULES, "alerts.yml")).read()

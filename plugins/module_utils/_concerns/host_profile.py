@@ -32,6 +32,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import tenancy as _tenancy
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import (
     ModuleError, ReconcileError, Reconciler, RequestError, Setting, strip_invalid,
 )
@@ -42,11 +43,13 @@ BAND = 1000000
 
 
 # The module's own options: one per concern of the registry (checked against that module's spec when it runs;
-# a list where the concern takes many requests), and the groups whose pressure the health gate reads.
+# a list where the concern takes many requests), the groups whose pressure the health gate reads, and the tenancy
+# report verify.yml and the health gate judge (read after the apply, like the pressure).
 def module_spec(concerns):
     return {"argument_spec": dict(
         [(c.name, {"type": "list", "elements": "dict", "default": []} if c.many else {"type": "dict"}) for c in concerns]
-        + [("pressure", {"type": "list", "elements": "str", "default": []})])}
+        + [("pressure", {"type": "list", "elements": "str", "default": []}),
+           ("tenancy", {"type": "dict", "options": _tenancy.OPTIONS})])}
 
 
 MODULE_SPEC = module_spec(CONCERNS)
@@ -204,6 +207,9 @@ def conflicts(fs, resolver, sections, planned_qos):
 
 def run(params, fs, runner, check_mode):
     """The module call: plan every section, one engine run, each section reported as its module would."""
+    tenancy = None
+    if params.get("tenancy") is not None:
+        tenancy = _tenancy.prepare(fs, params["tenancy"])     # refused before the first write, like any section
     sections, conflict_warnings, memory = plan(params, fs, runner)
     settings = []
     for band, section in enumerate(sections, 1):
@@ -226,6 +232,9 @@ def run(params, fs, runner, check_mode):
             out["sections"][section.name] = report
         out["reboot_required"] = out["reboot_required"] or bool(report.get("reboot_required"))
     out["pressure"] = pressure(fs, params.get("pressure") or [])
+    if tenancy is not None:
+        out["tenancy"] = _tenancy.report(fs, *tenancy)
+        out["warnings"].extend("tenancy: %s" % w for w in out["tenancy"].pop("warnings"))
     return out
 
 

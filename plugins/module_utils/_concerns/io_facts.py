@@ -23,6 +23,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.command
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import CgroupNameError, resolve as cgroup_path
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver, multipath_head
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import tenancy as _tenancy
 
 # Every queue file the codecs know, plus io_poll_delay (no codec: it does nothing since 6.4, but
 # what the kernel stores there is still worth showing).
@@ -215,7 +216,12 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
 
 
 def run(params, fs, runner):
-    """The module call: facts under ``ansible_facts.io_isolation``; never changes anything."""
+    """The module call: facts under ``ansible_facts.io_isolation``; never changes anything. With ``tenancy``, also
+    who runs in the tenant slices and who the disks' I/O is charged to (``_tenancy.report``; its request is checked
+    before anything is read)."""
+    request = disks = None
+    if params.get("tenancy") is not None:
+        request, disks = _tenancy.prepare(fs, params["tenancy"])
     systemd_version, warnings = None, []
     if fs.isdir("/run/systemd/system") and runner.which("systemctl"):
         try:
@@ -224,4 +230,8 @@ def run(params, fs, runner):
             warnings.append(e.msg)
     facts = gather(fs, devices=params.get("devices"), cgroups=params.get("cgroups") or (),
                    include_empty=params.get("include_empty"), systemd_version=systemd_version, which=runner.which)
+    if request is not None:
+        facts["tenancy"] = _tenancy.report(fs, request, disks, root=facts["capabilities"]["cgroup"]["mountpoint"]
+                                            or _tenancy.CGROUP_ROOT)
+        facts["warnings"].extend("tenancy: %s" % w for w in facts["tenancy"].pop("warnings"))
     return {"changed": False, "ansible_facts": {"io_isolation": facts}, "warnings": warnings + facts["warnings"]}

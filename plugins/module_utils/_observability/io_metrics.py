@@ -38,6 +38,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import name_of
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError, KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_latency as _latency
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import tenancy as _tenancy
 
 PREFIX = "aiinfra_io_isolation_"
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"      # Debian's prometheus-node-exporter default
@@ -57,7 +58,7 @@ TIMEOUT_SECONDS = 20
 INSTALLED = ("_engine/__init__.py", "_engine/reconcile.py", "_host/__init__.py", "_host/capabilities.py",
              "_host/cgroup_knobs.py", "_host/cgroups.py", "_host/codecs.py", "_host/commands.py", "_host/devices.py",
              "_host/kernelfs.py", "_observability/__init__.py", "_observability/io_latency.py",
-             "_observability/io_metrics.py")
+             "_observability/io_metrics.py", "_observability/tenancy.py")
 
 USEC = 1000000.0
 
@@ -85,6 +86,25 @@ FAMILIES = (
      "Time the slice was in iocost debt (io.stat cost.indebt; only with blkcg debug stats)."),
     ("slice_iocost_indelay_seconds_total", "counter",
      "Time the slice was delayed to pay iocost debt (io.stat cost.indelay; only with blkcg debug stats)."),
+    ("slice_processes", "gauge",
+     "Processes in the slice and every cgroup below it (cgroup.procs); 0 when the slice does not exist."),
+    ("slice_units", "gauge", "Services and scopes that run in the slice (their cgroup directories)."),
+    ("slice_workloads_listed", "gauge",
+     "Workloads listed for the slice (--workload); a slice that lists some and has no process is empty where it "
+     "should not be."),
+    ("workload_outside", "gauge",
+     "1 if a listed workload runs outside its slice, 0 if it runs in it; no sample while it does not run."),
+    ("toplevel_io_read_bytes_total", "counter", "Bytes read from the disk charged to the top-level cgroup (io.stat rbytes)."),
+    ("toplevel_io_written_bytes_total", "counter",
+     "Bytes written to the disk charged to the top-level cgroup (io.stat wbytes)."),
+    ("toplevel_io_reads_total", "counter", "Read requests on the disk charged to the top-level cgroup (io.stat rios)."),
+    ("toplevel_io_writes_total", "counter", "Write requests on the disk charged to the top-level cgroup (io.stat wios)."),
+    ("disk_io_read_bytes_total", "counter",
+     "Bytes read from the disk, whoever was charged (the root cgroup's io.stat rbytes: the disk's own counters)."),
+    ("disk_io_written_bytes_total", "counter",
+     "Bytes written to the disk, whoever was charged (the root cgroup's io.stat wbytes)."),
+    ("disk_io_reads_total", "counter", "Read requests on the disk, whoever was charged (the root cgroup's io.stat rios)."),
+    ("disk_io_writes_total", "counter", "Write requests on the disk, whoever was charged (the root cgroup's io.stat wios)."),
     ("iocost_enabled", "gauge", "1 if iocost is enabled on the disk (io.cost.qos enable)."),
     ("iocost_model_user", "gauge", "1 if the disk's io.cost.model is user-set (ctrl=user), 0 for the kernel's class."),
     ("iocost_qos_vrate_min_ratio", "gauge", "The lowest vrate iocost may use on the disk (io.cost.qos min, 1.0 = 100%)."),
@@ -105,6 +125,9 @@ IO_STAT_COUNTERS = (("rbytes", "slice_io_read_bytes_total", 1), ("wbytes", "slic
                     ("cost.wait", "slice_iocost_wait_seconds_total", USEC),
                     ("cost.indebt", "slice_iocost_indebt_seconds_total", USEC),
                     ("cost.indelay", "slice_iocost_indelay_seconds_total", USEC))
+# io.stat key -> the suffix of its toplevel_io_ and disk_io_ families
+SHARE_COUNTERS = (("rbytes", "read_bytes_total"), ("wbytes", "written_bytes_total"), ("rios", "reads_total"),
+                  ("wios", "writes_total"))
 PSI_FAMILIES = (("io.pressure", "some", "slice_io_pressure_waiting_seconds_total"),
                 ("io.pressure", "full", "slice_io_pressure_stalled_seconds_total"),
                 ("memory.pressure", "some", "slice_memory_pressure_waiting_seconds_total"),
@@ -136,12 +159,21 @@ class Collector:
         self.samples = dict((name, []) for name, _kind, _help in FAMILIES)
         self.problems = []
         self._names = {}
+        self._stats = {}
 
     def add(self, family, labels, value, suffix=""):
         self.samples[family].append((labels, value, suffix))
 
     def read(self, path, codec=None, parse=None):
-        """Parsed file, or None when it is absent (not an error) or unreadable/unparsable (counted)."""
+        """Parsed file, or None when it is absent (not an error) or unreadable/unparsable (counted). An io.stat is read
+        once a run (a tenant slice's is also a top-level cgroup's), so a bad one is counted once."""
+        if codec is IO_STAT:
+            if path not in self._stats:
+                self._stats[path] = self._read(path, codec, parse)
+            return self._stats[path]
+        return self._read(path, codec, parse)
+
+    def _read(self, path, codec, parse):
         try:
             text = self.fs.read(path)
         except KernelFileError as e:
@@ -178,6 +210,36 @@ class Collector:
                 value = stat[majmin].get(key)
                 if isinstance(value, int):
                     self.add(family, dict(labels, **self.disk(majmin)), value / scale if scale != 1 else value)
+
+    def tenancy(self, root, slices, listed):
+        """Who runs in each slice (processes, units, the listed workloads and whether they run in it) and who each
+        disk's I/O is charged to: every top-level cgroup's io.stat, and the root's (the disk's own counters)."""
+        units, truncated = _tenancy.scan_units(self.fs, root)
+        if truncated:
+            self.problems.append("more than %d slices: units in the rest were not looked for" % _tenancy.MAX_SLICES)
+        for name in slices:
+            labels = {"slice": name}
+            directory = resolve(name, root=root)
+            entries = listed.get(name) or []
+            self.add("slice_workloads_listed", labels, len(entries))
+            members = _tenancy.slice_members(self.fs, directory, root, sample=0) if self.fs.isdir(directory) else None
+            self.add("slice_processes", labels, members["processes"]["count"] if members else 0)
+            self.add("slice_units", labels, len(members["units"]) if members else 0)
+            for w in _tenancy.workloads(entries, name, directory[len(root):] or "/", units):
+                if w["running"]:
+                    self.add("workload_outside", dict(labels, kind=w["kind"], name=w["name"]), 0 if w["placed"] else 1)
+        for entry in self.fs.listdir(root):
+            if self.fs.isdir(root + "/" + entry):
+                self._share_counters("toplevel_io_", root + "/" + entry + "/io.stat", {"cgroup": entry})
+        self._share_counters("disk_io_", root + "/io.stat", {})
+
+    def _share_counters(self, prefix, path, labels):
+        stat = self.read(path, IO_STAT) or {}
+        for majmin in sorted(stat, key=_majmin_key):
+            for key, suffix in SHARE_COUNTERS:
+                value = stat[majmin].get(key)
+                if isinstance(value, int):
+                    self.add(prefix + suffix, dict(labels, **self.disk(majmin)), value)
 
     def iocost(self, root):
         qos = self.read(root + "/io.cost.qos", IO_COST_QOS) or {}
@@ -267,15 +329,16 @@ def cgroup_root(fs):
 
 
 def collect(fs, slices=SLICES, verify_file=VERIFY_FILE, latency_seconds=0, latency_state=LATENCY_STATE,
-            bpftrace=None):
+            bpftrace=None, workloads=None):
     """A :class:`Collector` filled from the host behind ``fs``; with ``latency_seconds`` also the
-    latency histogram (the probe runs that long)."""
+    latency histogram (the probe runs that long). ``workloads``: {slice: [{kind, name or pattern}]} listed for it."""
     c = Collector(fs)
     root = cgroup_root(fs)
     if root is not None:
         # a slice given twice would give duplicate series, which node_exporter refuses for the whole file
         for name in dict.fromkeys(slices):
             c.slice(name, resolve(name, root=root))
+        c.tenancy(root, list(dict.fromkeys(slices)), workloads or {})
         c.iocost(root)
         if latency_seconds:
             c.latency(fs.path(root), list(dict.fromkeys(slices)), latency_seconds, latency_state, bpftrace)
@@ -332,6 +395,8 @@ def parse_args(argv):
     p.add_argument("--textfile-dir", default=TEXTFILE_DIR, help="node_exporter's --collector.textfile.directory")
     p.add_argument("--slice", action="append", dest="slices", metavar="NAME",
                    help="a slice (or cgroup path) to report; repeat it; default: %s" % " ".join(SLICES))
+    p.add_argument("--workload", action="append", dest="workloads", metavar="SLICE=UNIT", default=[],
+                   help="a service (or a pattern such as vllm-*.service) that belongs in SLICE; repeat it")
     p.add_argument("--verify-file", default=VERIFY_FILE, help="the last verify.yml result ('' for none)")
     p.add_argument("--timeout", type=int, default=TIMEOUT_SECONDS,
                    help="give up (writing nothing) after this many seconds, besides the latency window and its start-up")
@@ -347,6 +412,15 @@ def parse_args(argv):
             resolve(name)
         except CgroupNameError as e:
             p.error(str(e))
+    listed = {}
+    for text in args.workloads:
+        name, sep, unit = text.partition("=")
+        if not sep or name not in args.slices or not unit.endswith(".service"):
+            p.error("--workload %r: give SLICE=UNIT, SLICE one of the --slice names (%s) and UNIT a service or a pattern "
+                    "ending in .service" % (text, " ".join(args.slices)))
+        wild = any(ch in unit for ch in "*?[")
+        listed.setdefault(name, []).append({"kind": "service", ("pattern" if wild else "name"): unit})
+    args.workloads = listed
     if args.timeout < 1:
         p.error("--timeout must be at least 1 second")
     if not 0 <= args.latency_seconds <= _latency.MAX_SECONDS:
@@ -365,7 +439,7 @@ def main(argv=None, out=None):
     signal.alarm(budget)
     try:
         collector = collect(fs, args.slices, args.verify_file, args.latency_seconds, args.latency_state,
-                            shutil.which("bpftrace") if args.latency_seconds else None)
+                            shutil.which("bpftrace") if args.latency_seconds else None, args.workloads)
         text = render(collector)
     except Timeout:
         sys.stderr.write("aiinfra-io-metrics: gave up after %d s; %s left as it was\n" % (budget, OUTPUT_NAME))

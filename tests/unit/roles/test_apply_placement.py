@@ -48,3 +48,29 @@ def test_the_placement_section_takes_the_restart_opt_in(tmp_path, profile, extra
     proc = ansible_playbook("-i", "localhost,", "-c", "local", tmp_path / "pb.yml", "-e", json.dumps(given))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert debug_out(proc) == want
+
+
+@pytest.mark.parametrize("profile, extra, want", [
+    ({"inference": {"slice": "inference.slice"}, "placement": UNITS,
+      "iocost": {"devices": [{"device": "lab-nvme-a", "model": {"ctrl": "auto"}}]}}, {},
+     {"slices": [{"name": "inference.slice", "workloads": [{"kind": "service", "name": "vllm.service"}]}],
+      "devices": ["lab-nvme-a"], "interval": 2.0, "outside_max_pct": 50.0, "min_iops": 20.0,
+      "min_bytes_per_second": 1048576}),
+    ({"training": {"slice": "training.slice"}}, {"io_baseline_io_share_seconds": 0},
+     {"slices": [{"name": "training.slice", "workloads": []}], "devices": [], "interval": 0.0, "outside_max_pct": 50.0,
+      "min_iops": 20.0, "min_bytes_per_second": 1048576}),
+    ({"cgroups": {}}, {}, {}),
+], ids=["the tenants' units and the managed disks", "no interval", "no tenant slice"])
+def test_the_tenancy_report_is_asked_for_the_tenant_slices_with_the_roles_thresholds(tmp_path, profile, extra, want):
+    call_vars = profile_calls()[0]["vars"]
+    defaults = yaml.safe_load(open(DEFAULTS))
+    play_vars = dict((k, extra.get(k, defaults[k])) for k in defaults if k.startswith("io_baseline_io_share_"))
+    play_vars.update(__io_baseline_share=call_vars["__io_baseline_share"],
+                     __io_baseline_tenancy=call_vars["__io_baseline_tenancy"])
+    play = [{"hosts": "localhost", "gather_facts": False, "vars": play_vars,
+             "tasks": [{"ansible.builtin.debug": {"msg": "OUT={{ __io_baseline_tenancy | to_json }}"}}]}]
+    (tmp_path / "pb.yml").write_text(yaml.safe_dump(play))
+    proc = ansible_playbook("-i", "localhost,", "-c", "local", tmp_path / "pb.yml", "-e",
+                            json.dumps({"io_isolation_profile": profile}))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert debug_out(proc) == want

@@ -97,13 +97,16 @@ def test_the_installed_tree_runs_on_the_standard_library_alone(tmp_path):
 
 def test_the_service_runs_the_exporter_with_arguments_it_accepts():
     import shlex
-    unit = render_role_template("io-metrics.service.j2", io_metrics_slices=["inference.slice", "ai-batch.slice"])
+    unit = render_role_template("io-metrics.service.j2", io_metrics_slices=["inference.slice", "ai-batch.slice"],
+                                io_metrics_workloads={"inference.slice": ["vllm.service", "embed-*.service"]})
     assert unit.splitlines()[0].startswith("# Managed by Ansible (aiinfra.io_isolation)")
     exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
     argv = shlex.split(exec_start[len("ExecStart="):])
     assert argv[:3] == ["/usr/bin/python3", "-I", "/usr/local/libexec/aiinfra-io_isolation/io-metrics"]
     args = m.parse_args(argv[3:])
     assert args.slices == ["inference.slice", "ai-batch.slice"] and args.timeout == 20
+    assert args.workloads == {"inference.slice": [{"kind": "service", "name": "vllm.service"},
+                                                  {"kind": "service", "pattern": "embed-*.service"}]}
     assert args.textfile_dir == m.TEXTFILE_DIR and args.verify_file == m.VERIFY_FILE
     assert "ReadWritePaths=%s" % m.TEXTFILE_DIR in unit.splitlines()
     timer = render_role_template("io-metrics.timer.j2", io_metrics_interval_seconds=15)
@@ -162,6 +165,14 @@ def test_check_mode_installs_nothing_and_shows_the_units(tmp_path):
 def test_bad_slice_names_are_refused_before_anything_is_written(tmp_path):
     proc = run_role(tmp_path, "main", dict(role_paths(tmp_path), io_metrics_slices=["x.slice --stdout"]), check=True)
     assert proc.returncode != 0 and "io_metrics_slices must be unit names" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("workloads", [{"other.slice": ["vllm.service"]}, {"inference.slice": ["vllm --stdout"]},
+                                       {"inference.slice": ["vllm"]}])
+def test_bad_workloads_are_refused_before_anything_is_written(tmp_path, workloads):
+    proc = run_role(tmp_path, "main", dict(role_paths(tmp_path), io_metrics_workloads=workloads), check=True)
+    assert proc.returncode != 0 and "io_metrics_workloads a dict of some of them" in proc.stdout, proc.stdout[-2000:]
+    assert not [p for p in ("lib", "libexec", "units", "textfile", "state") if (tmp_path / p).exists()]
 
 
 def test_record_verify_writes_in_check_mode_and_the_exporter_reads_drift(tmp_path):

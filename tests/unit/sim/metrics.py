@@ -57,6 +57,50 @@ aiinfra_io_isolation_slice_io_writes_total{device="nvme0n1",majmin="259:0",slice
 # HELP aiinfra_io_isolation_slice_iocost_usage_seconds_total Device time iocost charged to the slice on the disk (io.stat cost.usage).
 # TYPE aiinfra_io_isolation_slice_iocost_usage_seconds_total counter
 aiinfra_io_isolation_slice_iocost_usage_seconds_total{device="nvme0n1",majmin="259:0",slice="inference.slice"} 0.05008
+# HELP aiinfra_io_isolation_slice_processes Processes in the slice and every cgroup below it (cgroup.procs); 0 when the slice does not exist.
+# TYPE aiinfra_io_isolation_slice_processes gauge
+aiinfra_io_isolation_slice_processes{slice="inference.slice"} 0
+aiinfra_io_isolation_slice_processes{slice="training.slice"} 0
+# HELP aiinfra_io_isolation_slice_units Services and scopes that run in the slice (their cgroup directories).
+# TYPE aiinfra_io_isolation_slice_units gauge
+aiinfra_io_isolation_slice_units{slice="inference.slice"} 0
+aiinfra_io_isolation_slice_units{slice="training.slice"} 0
+# HELP aiinfra_io_isolation_slice_workloads_listed Workloads listed for the slice (--workload); a slice that lists some and has no process is empty where it should not be.
+# TYPE aiinfra_io_isolation_slice_workloads_listed gauge
+aiinfra_io_isolation_slice_workloads_listed{slice="inference.slice"} 0
+aiinfra_io_isolation_slice_workloads_listed{slice="training.slice"} 0
+# HELP aiinfra_io_isolation_toplevel_io_read_bytes_total Bytes read from the disk charged to the top-level cgroup (io.stat rbytes).
+# TYPE aiinfra_io_isolation_toplevel_io_read_bytes_total counter
+aiinfra_io_isolation_toplevel_io_read_bytes_total{cgroup="inference.slice",device="vda",majmin="254:0"} 28102656
+aiinfra_io_isolation_toplevel_io_read_bytes_total{cgroup="inference.slice",device="nvme0n1",majmin="259:0"} 20512768
+# HELP aiinfra_io_isolation_toplevel_io_written_bytes_total Bytes written to the disk charged to the top-level cgroup (io.stat wbytes).
+# TYPE aiinfra_io_isolation_toplevel_io_written_bytes_total counter
+aiinfra_io_isolation_toplevel_io_written_bytes_total{cgroup="inference.slice",device="vda",majmin="254:0"} 0
+aiinfra_io_isolation_toplevel_io_written_bytes_total{cgroup="inference.slice",device="nvme0n1",majmin="259:0"} 0
+# HELP aiinfra_io_isolation_toplevel_io_reads_total Read requests on the disk charged to the top-level cgroup (io.stat rios).
+# TYPE aiinfra_io_isolation_toplevel_io_reads_total counter
+aiinfra_io_isolation_toplevel_io_reads_total{cgroup="inference.slice",device="vda",majmin="254:0"} 326
+aiinfra_io_isolation_toplevel_io_reads_total{cgroup="inference.slice",device="nvme0n1",majmin="259:0"} 5008
+# HELP aiinfra_io_isolation_toplevel_io_writes_total Write requests on the disk charged to the top-level cgroup (io.stat wios).
+# TYPE aiinfra_io_isolation_toplevel_io_writes_total counter
+aiinfra_io_isolation_toplevel_io_writes_total{cgroup="inference.slice",device="vda",majmin="254:0"} 0
+aiinfra_io_isolation_toplevel_io_writes_total{cgroup="inference.slice",device="nvme0n1",majmin="259:0"} 0
+# HELP aiinfra_io_isolation_disk_io_read_bytes_total Bytes read from the disk, whoever was charged (the root cgroup's io.stat rbytes: the disk's own counters).
+# TYPE aiinfra_io_isolation_disk_io_read_bytes_total counter
+aiinfra_io_isolation_disk_io_read_bytes_total{device="vda",majmin="254:0"} 85087232
+aiinfra_io_isolation_disk_io_read_bytes_total{device="nvme0n1",majmin="259:0"} 22663168
+# HELP aiinfra_io_isolation_disk_io_written_bytes_total Bytes written to the disk, whoever was charged (the root cgroup's io.stat wbytes).
+# TYPE aiinfra_io_isolation_disk_io_written_bytes_total counter
+aiinfra_io_isolation_disk_io_written_bytes_total{device="vda",majmin="254:0"} 51306496
+aiinfra_io_isolation_disk_io_written_bytes_total{device="nvme0n1",majmin="259:0"} 0
+# HELP aiinfra_io_isolation_disk_io_reads_total Read requests on the disk, whoever was charged (the root cgroup's io.stat rios).
+# TYPE aiinfra_io_isolation_disk_io_reads_total counter
+aiinfra_io_isolation_disk_io_reads_total{device="vda",majmin="254:0"} 1631
+aiinfra_io_isolation_disk_io_reads_total{device="nvme0n1",majmin="259:0"} 5107
+# HELP aiinfra_io_isolation_disk_io_writes_total Write requests on the disk, whoever was charged (the root cgroup's io.stat wios).
+# TYPE aiinfra_io_isolation_disk_io_writes_total counter
+aiinfra_io_isolation_disk_io_writes_total{device="vda",majmin="254:0"} 268
+aiinfra_io_isolation_disk_io_writes_total{device="nvme0n1",majmin="259:0"} 0
 # HELP aiinfra_io_isolation_iocost_enabled 1 if iocost is enabled on the disk (io.cost.qos enable).
 # TYPE aiinfra_io_isolation_iocost_enabled gauge
 aiinfra_io_isolation_iocost_enabled{device="nvme0n1",majmin="259:0"} 1

@@ -218,7 +218,8 @@ def test_per_disk_and_entries_use_stable_selectors():
                                       "stable_id_note": "loop devices are numbered at attach time"}}], {})
     assert set(f.FilterModule().filters()) == {"select_disks", "iocost_plan", "io_max_caps", "ram_share", "per_disk",
                                                "disk_entries", "group_entries", "drift_summary", "qos_source_text",
-                                               "verify_drift", "inference_plan", "training_plan", "baseline_plan"}
+                                               "verify_drift", "inference_plan", "training_plan", "baseline_plan",
+                                               "tenancy_request", "tenancy_findings"}
 
 
 def test_drift_summary_lines():

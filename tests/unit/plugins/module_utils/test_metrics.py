@@ -42,11 +42,18 @@ def test_kernel_without_iocost_or_psi_gives_no_iocost_or_pressure_metric(tmp_pat
     assert "aiinfra_io_isolation_exporter_errors 0" in out
 
 
-def test_a_slice_not_present_gives_only_its_presence(tmp_path):
+def test_a_slice_not_present_gives_only_its_presence_and_no_member(tmp_path):
     out = text(lab_host(tmp_path), slices=["training.slice", "ai-batch.slice", "training.slice"])
     assert [line for line in out.splitlines() if "slice=" in line] == [
         'aiinfra_io_isolation_slice_present{slice="training.slice"} 0',
-        'aiinfra_io_isolation_slice_present{slice="ai-batch.slice"} 0']
+        'aiinfra_io_isolation_slice_present{slice="ai-batch.slice"} 0',
+        # a cgroup that does not exist has no process and no unit (what the empty-slice alert needs)
+        'aiinfra_io_isolation_slice_processes{slice="training.slice"} 0',
+        'aiinfra_io_isolation_slice_processes{slice="ai-batch.slice"} 0',
+        'aiinfra_io_isolation_slice_units{slice="training.slice"} 0',
+        'aiinfra_io_isolation_slice_units{slice="ai-batch.slice"} 0',
+        'aiinfra_io_isolation_slice_workloads_listed{slice="training.slice"} 0',
+        'aiinfra_io_isolation_slice_workloads_listed{slice="ai-batch.slice"} 0']
     assert "aiinfra_io_isolation_exporter_errors 0" in out
 
 
@@ -268,3 +275,40 @@ def test_promtool_accepts_the_latency_histogram(tmp_path):
                              bpftrace=_probe(tmp_path, h, {("inference.slice", 100): 3})))
     proc = subprocess.run([PROMTOOL, "check", "metrics"], input=out, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and not proc.stdout.strip() and not proc.stderr.strip(), proc.stdout + proc.stderr
+
+
+def test_tenancy_metrics_name_processes_units_and_listed_workloads(tmp_path):
+    h = lab_host(tmp_path)
+    h.add_cgroup("inference.slice/vllm.service", {"cgroup.procs": "101\n102"})
+    h.add_cgroup("system.slice/embed-b.service", {"cgroup.procs": "103"})
+    h.add_cgroup("training.slice")
+    listed = {"inference.slice": [{"kind": "service", "name": "vllm.service"},
+                                  {"kind": "service", "pattern": "embed-*.service"},
+                                  {"kind": "service", "name": "stopped.service"}],
+              "training.slice": [{"kind": "service", "name": "etl.service"}]}
+    out = text(h, workloads=listed)
+    lines = [line for line in out.splitlines() if line.startswith(("aiinfra_io_isolation_slice_processes",
+                                                                   "aiinfra_io_isolation_slice_units",
+                                                                   "aiinfra_io_isolation_slice_workloads",
+                                                                   "aiinfra_io_isolation_workload_outside"))]
+    assert lines == [
+        'aiinfra_io_isolation_slice_processes{slice="inference.slice"} 2',
+        'aiinfra_io_isolation_slice_processes{slice="training.slice"} 0',
+        'aiinfra_io_isolation_slice_units{slice="inference.slice"} 1',
+        'aiinfra_io_isolation_slice_units{slice="training.slice"} 0',
+        'aiinfra_io_isolation_slice_workloads_listed{slice="inference.slice"} 3',
+        'aiinfra_io_isolation_slice_workloads_listed{slice="training.slice"} 1',
+        # a stopped service has no sample: where it does not run says nothing about its placement
+        'aiinfra_io_isolation_workload_outside{kind="service",name="vllm.service",slice="inference.slice"} 0',
+        'aiinfra_io_isolation_workload_outside{kind="service",name="embed-b.service",slice="inference.slice"} 1']
+    assert 'aiinfra_io_isolation_toplevel_io_reads_total{cgroup="inference.slice",device="nvme0n1",majmin="259:0"} 5008' in out
+
+
+def test_workload_arguments(capsys):
+    args = m.parse_args(["--workload", "inference.slice=vllm.service", "--workload", "training.slice=etl-*.service"])
+    assert args.workloads == {"inference.slice": [{"kind": "service", "name": "vllm.service"}],
+                              "training.slice": [{"kind": "service", "pattern": "etl-*.service"}]}
+    for bad in ("inference.slice", "other.slice=vllm.service", "inference.slice=vllm"):
+        with pytest.raises(SystemExit):
+            m.parse_args(["--workload", bad])
+        assert "--workload" in capsys.readouterr().err

@@ -180,3 +180,29 @@ def test_no_swap_is_a_warning_and_the_substrate_is_reported(lab):
     again = lab.profile(cgroups=[INFERENCE, TRAINING])
     assert again["substrate"]["swap_bytes"] == 1048572 * 1024 and again["substrate"]["warnings"] == []
     assert not any("memory substrate" in w for w in lab.warnings)
+
+
+def test_tenancy_is_read_after_the_apply_and_judged(lab, monkeypatch):
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import tenancy
+    monkeypatch.setattr(tenancy.time, "sleep", lambda seconds: None)
+    result = lab.profile(cgroups=[INFERENCE, TRAINING], tenancy={
+        "slices": [{"name": "inference.slice", "workloads": [{"name": "vllm.service"}]}, {"name": "training.slice"}],
+        "devices": ["lab-nvme-a"], "interval": 0.5})
+    assert not result.get("failed"), result.get("msg")
+    t = result["tenancy"]
+    # the slices the apply created exist when it is read, and nothing runs in them; the lab's vllm runs elsewhere
+    assert t["slices"]["inference.slice"]["exists"] is True and t["slices"]["inference.slice"]["empty"] is True
+    assert t["slices"]["training.slice"]["listed"] == 0
+    assert t["drift"] == [
+        "service vllm.service (listed for inference.slice as vllm.service) runs in /system.slice/vllm.service, "
+        "outside its slice",
+        "inference.slice lists 1 workload(s) (vllm.service) and no process runs in it"]
+    assert t["disks"]["nvme0n1"]["judged"] is False and t["disks"]["nvme0n1"]["note"].startswith("idle: ")
+
+
+def test_a_bad_tenancy_request_is_refused_before_the_first_write(lab):
+    result = lab.profile(cgroups=[INFERENCE, TRAINING], tenancy={"slices": [{"name": "inference"}], "interval": 90,
+                                                                 "devices": ["no-such-disk"]})
+    assert result["failed"] and "'inference' is not a slice name" in result["msg"] and "interval is 90" in result["msg"]
+    assert "tenancy: devices: " in result["msg"]
+    lab.assert_nothing_changed()

@@ -174,3 +174,28 @@ def test_unreadable_queue_attribute_is_not_applicable(tmp_path, run, monkeypatch
     assert not any("wbt_lat_usec" in w for w in f["warnings"])
     assert any("hctx0/type" in w and "EACCES" in w for w in f["warnings"])
     assert f["nvme"]["nvme0"]["queues"]["source"].startswith("unavailable")
+
+
+def test_tenancy_reports_the_slices_and_the_disks_io_without_sleeping_at_interval_zero(tmp_path, run):
+    h = lab_like_host(tmp_path)
+    h.write("/sys/fs/cgroup/inference.slice/cgroup.procs", "")
+    h.add_cgroup("system.slice/vllm.service")
+    h.write("/sys/fs/cgroup/system.slice/vllm.service/cgroup.procs", "4242")
+    h.write("/proc/4242/comm", "vllm\n")
+    result = run(h, tenancy={"slices": [{"name": "inference.slice", "workloads": [{"name": "vllm.service"}]}],
+                             "devices": ["lab-nvme-a"], "interval": 0})
+    t = result["ansible_facts"]["io_isolation"]["tenancy"]
+    assert result["changed"] is False
+    assert t["slices"]["inference.slice"]["workloads"][0]["cgroup"] == "/system.slice/vllm.service"
+    assert t["drift"] == [
+        "service vllm.service (listed for inference.slice as vllm.service) runs in /system.slice/vllm.service, "
+        "outside its slice",
+        "inference.slice lists 1 workload(s) (vllm.service) and no process runs in it"]
+    d = t["disks"]["nvme0n1"]
+    assert d["judged"] is False and d["tenants"]["inference.slice"]["rios"] == 5008
+
+
+def test_a_bad_tenancy_request_fails_clearly(tmp_path, run):
+    result = run(lab_like_host(tmp_path), tenancy={"slices": [{"name": "inference.slice",
+                                                               "workloads": [{"name": "vllm"}]}]})
+    assert result["failed"] and "workload 'vllm' of kind service must be a service name" in result["msg"]
