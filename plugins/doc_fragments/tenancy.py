@@ -15,7 +15,7 @@ options:
   tenancy:
     description:
       - Report who runs in the tenant slices and who the managed disks' I/O is charged to, read from cgroupfs
-        only (no command), and judge it (RV(tenancy.drift)). Omitted, nothing of it is read.
+        only (no command), and judge it (the findings are the report's C(drift)). Omitted, nothing of it is read.
       - Per slice, its units (the service and scope directories below it), its processes (counted over the
         C(cgroup.procs) of its whole subtree, with a bounded sample named by C(/proc/<pid>/comm)) and each listed
         workload with the cgroup it runs in.

@@ -209,7 +209,8 @@ pressure:
                         io: {some: {avg10: 0.0, avg60: 0.0, avg300: 0.0, total: 0}, full: {avg10: 0.0, avg60: 0.0, avg300: 0.0, total: 0}}}
 tenancy:
   description:
-    - Who runs in the tenant slices and who the disks' I/O is charged to read after the apply (with O(tenancy)). verify.yml and the health gate judge RV(tenancy.drift).
+    - Who runs in the tenant slices and who the disks' I/O is charged to, read after the apply (with O(tenancy)).
+      verify.yml and the health gate judge RV(tenancy.drift).
   returned: with O(tenancy)
   type: dict
   contains:

@@ -193,6 +193,7 @@ ansible_facts:
           description:
             - With O(tenancy) - C(slices), C(disks) and C(drift), as M(aiinfra.io_isolation.host_profile) returns
               them in its RV(aiinfra.io_isolation.host_profile#module:tenancy).
+              Its C(drift) lists the findings.
           returned: with O(tenancy)
           type: dict
           sample:

@@ -231,7 +231,7 @@ def run(params, fs, runner):
     facts = gather(fs, devices=params.get("devices"), cgroups=params.get("cgroups") or (),
                    include_empty=params.get("include_empty"), systemd_version=systemd_version, which=runner.which)
     if request is not None:
-        facts["tenancy"] = _tenancy.report(fs, request, disks, root=facts["capabilities"]["cgroup"]["mountpoint"]
-                                            or _tenancy.CGROUP_ROOT)
+        root = facts["capabilities"]["cgroup"]["mountpoint"] or _tenancy.CGROUP_ROOT
+        facts["tenancy"] = _tenancy.report(fs, request, disks, root=root)
         facts["warnings"].extend("tenancy: %s" % w for w in facts["tenancy"].pop("warnings"))
     return {"changed": False, "ansible_facts": {"io_isolation": facts}, "warnings": warnings + facts["warnings"]}

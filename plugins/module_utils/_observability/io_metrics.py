@@ -90,8 +90,7 @@ FAMILIES = (
      "Processes in the slice and every cgroup below it (cgroup.procs); 0 when the slice does not exist."),
     ("slice_units", "gauge", "Services and scopes that run in the slice (their cgroup directories)."),
     ("slice_workloads_listed", "gauge",
-     "Workloads listed for the slice (--workload); a slice that lists some and has no process is empty where it "
-     "should not be."),
+     "Workloads listed for the slice (--workload): listing some, it should have processes."),
     ("workload_outside", "gauge",
      "1 if a listed workload runs outside its slice, 0 if it runs in it; no sample while it does not run."),
     ("toplevel_io_read_bytes_total", "counter", "Bytes read from the disk charged to the top-level cgroup (io.stat rbytes)."),

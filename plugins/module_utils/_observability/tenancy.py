@@ -218,10 +218,11 @@ def _share(part, total):
 
 def disk_shares(name, majmin, before, after, seconds, tenant_names, limits):
     """One disk's report from two readings (``before`` None: the totals of ``after``)."""
-    top = dict((cg, _delta(after["top"][cg][majmin], (before or {}).get("top", {}).get(cg, {}).get(majmin))
-                    if before else after["top"][cg][majmin]) for cg in after["top"])
-    tenants = dict((t, _delta(after["tenants"][t][majmin], before["tenants"][t][majmin]) if before
-                    else after["tenants"][t][majmin]) for t in tenant_names)
+    def delta(kind, name):
+        earlier = (before or {}).get(kind, {}).get(name, {}).get(majmin) if before else None
+        return _delta(after[kind][name][majmin], earlier) if before else after[kind][name][majmin]
+    top = dict((cg, delta("top", cg)) for cg in after["top"])
+    tenants = dict((t, delta("tenants", t)) for t in tenant_names)
     children = _sum(top.values()) if top else dict((k, 0) for k in COUNTERS)
     root = after["root"]
     if root is not None:
@@ -238,7 +239,7 @@ def disk_shares(name, majmin, before, after, seconds, tenant_names, limits):
     # the top-level cgroup charged most outside the tenants: its own I/O less its tenant slices' (a nested tenant)
     inside = {}
     for t in tenant_names:
-        top_name = slice_path(t).split("/")[0]
+        top_name = slice_path(t).split("/", 1)[0]
         inside[top_name] = _sum([inside.get(top_name, dict((k, 0) for k in COUNTERS)), tenants[t]])
     rest = sorted(((sum(max(v[k] - inside.get(cg, {}).get(k, 0), 0) for k in ("rbytes", "wbytes")), cg)
                    for cg, v in rows.items()), reverse=True)

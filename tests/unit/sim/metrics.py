@@ -65,7 +65,7 @@ aiinfra_io_isolation_slice_processes{slice="training.slice"} 0
 # TYPE aiinfra_io_isolation_slice_units gauge
 aiinfra_io_isolation_slice_units{slice="inference.slice"} 0
 aiinfra_io_isolation_slice_units{slice="training.slice"} 0
-# HELP aiinfra_io_isolation_slice_workloads_listed Workloads listed for the slice (--workload); a slice that lists some and has no process is empty where it should not be.
+# HELP aiinfra_io_isolation_slice_workloads_listed Workloads listed for the slice (--workload): listing some, it should have processes.
 # TYPE aiinfra_io_isolation_slice_workloads_listed gauge
 aiinfra_io_isolation_slice_workloads_listed{slice="inference.slice"} 0
 aiinfra_io_isolation_slice_workloads_listed{slice="training.slice"} 0

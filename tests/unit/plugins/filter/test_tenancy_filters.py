@@ -29,8 +29,8 @@ DISK = ("nvme0n1: 100% of its bytes and 100% of its I/Os over 2 s were charged o
 
 def test_the_request_names_the_tenant_slices_their_services_and_the_managed_disks():
     assert f.tenancy_request(PROFILE, SHARE) == {
-        "slices": [{"name": "inference.slice", "workloads": [{"kind": "service", "name": "vllm.service"},
-                                                              {"kind": "service", "pattern": "embed-*.service"}]},
+        "slices": [{"name": "inference.slice",
+                    "workloads": [{"kind": "service", "name": "vllm.service"}, {"kind": "service", "pattern": "embed-*.service"}]},
                    {"name": "training.slice", "workloads": [{"kind": "service", "name": "etl.service"}]}],
         "devices": ["eui.0000000000000001"], "interval": 2.0, "outside_max_pct": 50.0, "min_iops": 20.0,
         "min_bytes_per_second": 1048576}
