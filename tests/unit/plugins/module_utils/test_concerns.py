@@ -26,7 +26,7 @@ def test_services_and_containers_are_placed_after_the_cgroups_that_make_their_sl
 
 def test_the_profiles_options_are_the_registrys():
     spec = _host_profile.MODULE_SPEC["argument_spec"]
-    assert set(spec) == set(c.name for c in _concerns.CONCERNS) | {"pressure"}
+    assert set(spec) == set(c.name for c in _concerns.CONCERNS) | {"pressure", "tenancy"}
     assert all(spec[c.name]["type"] == ("list" if c.many else "dict") for c in _concerns.CONCERNS)
 
 
