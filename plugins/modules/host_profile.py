@@ -261,15 +261,15 @@ tenancy:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import host_profile as _host_profile
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import registry as _registry
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Runner
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import exit_module
 
 
 def main():
-    module = AnsibleModule(supports_check_mode=True, **_host_profile.MODULE_SPEC)
-    exit_module(module, lambda: _host_profile.run(module.params, KernelFS(), Runner(module), module.check_mode))
+    module = AnsibleModule(supports_check_mode=True, **_registry.PROFILE_SPEC)
+    exit_module(module, lambda: _registry.profile(module.params, KernelFS(), Runner(module), module.check_mode))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ a new concern is its own file (argument spec, part()) plus one registry entry, a
 nothing else changed - its section checked by its spec, planned, applied in the one engine run, reported."""
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import registry as _concerns
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import host_profile as _host_profile
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Part, Setting
@@ -25,7 +24,7 @@ def test_services_and_containers_are_placed_after_the_cgroups_that_make_their_sl
 
 
 def test_the_profiles_options_are_the_registrys():
-    spec = _host_profile.MODULE_SPEC["argument_spec"]
+    spec = _concerns.PROFILE_SPEC["argument_spec"]
     assert set(spec) == set(c.name for c in _concerns.CONCERNS) | {"pressure", "tenancy"}
     assert all(spec[c.name]["type"] == ("list" if c.many else "dict") for c in _concerns.CONCERNS)
 
@@ -68,26 +67,26 @@ MOTD = _concerns.Concern("motd", {"argument_spec": {"line": {"type": "str", "req
 def test_a_new_concern_is_one_registry_entry(tmp_path, monkeypatch):
     # Step 2: one entry in the registry; host_profile's options follow from it
     concerns = _concerns.CONCERNS + (MOTD,)
-    monkeypatch.setattr(_host_profile, "CONCERNS", concerns)
-    assert "motd" in _host_profile.module_spec(concerns)["argument_spec"]
+    monkeypatch.setattr(_concerns, "CONCERNS", concerns)
+    assert "motd" in _concerns.module_spec(concerns)["argument_spec"]
     fs = KernelFS(str(tmp_path))
     (tmp_path / "etc").mkdir()
     (tmp_path / "proc" / "pressure").mkdir(parents=True)
 
-    check = _host_profile.run({"motd": {"line": "isolated"}, "pressure": []}, fs, None, check_mode=True)
+    check = _concerns.profile({"motd": {"line": "isolated"}, "pressure": []}, fs, None, check_mode=True)
     assert check["changed"] and check["sections"]["motd"] == {"changed": True, "line": "isolated"}
     assert not (tmp_path / "etc" / "motd").exists()
 
-    result = _host_profile.run({"motd": {"line": "isolated"}, "pressure": []}, fs, None, check_mode=False)
+    result = _concerns.profile({"motd": {"line": "isolated"}, "pressure": []}, fs, None, check_mode=False)
     assert result["changed"] and (tmp_path / "etc" / "motd").read_text() == "isolated\n"
     assert result["diff"]["after"] == {"motd: motd": "isolated"}
-    again = _host_profile.run({"motd": {"line": "isolated"}, "pressure": []}, fs, None, check_mode=False)
+    again = _concerns.profile({"motd": {"line": "isolated"}, "pressure": []}, fs, None, check_mode=False)
     assert again["changed"] is False
 
     # its section is checked by its own spec, and named in the refusal, before anything is written
     bad = None
     try:
-        _host_profile.run({"motd": {"lines": "x"}, "pressure": []}, fs, None, check_mode=False)
-    except _host_profile.RequestError as e:
+        _concerns.profile({"motd": {"lines": "x"}, "pressure": []}, fs, None, check_mode=False)
+    except _concerns.RequestError as e:
         bad = e.msg
     assert bad and bad.startswith("Invalid request (nothing was changed): motd: ") and "lines" in bad
