@@ -14,7 +14,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
     COST_COEFS, QOS_PARAMS, CodecError, parse_rate)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.iocost import KERNEL_CLASSES, kernel_class
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.placement import is_pattern
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.placement import is_pattern, unit_problem
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import validate_unit_name
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import device_class, match_entry
 
 try:
@@ -346,6 +347,15 @@ TRAINING_VARS = ("training_slice", "training_io_weight", "training_io_max", "tra
 BASELINE_VARS = ("io_baseline_blk_queue", "io_baseline_sysctls", "io_baseline_nvme_queues")
 TENANCY_VARS = ("io_baseline_io_share_seconds", "io_baseline_io_share_outside_max_pct", "io_baseline_io_share_min_iops",
                 "io_baseline_io_share_min_bytes_per_second")
+# The rest of the host as tenants (docs/isolation.md, "The host's own tiers"): baseline_plan takes these too when given.
+TIER_VARS = ("io_baseline_host_tier", "io_baseline_host_tier_slice", "io_baseline_host_tier_units",
+             "io_baseline_host_tier_io_weight", "io_baseline_host_tier_cpu_weight", "io_baseline_host_tier_memory_min",
+             "io_baseline_system_io_weight", "io_baseline_user_io_weight", "io_baseline_runtime_units",
+             "io_baseline_runtime_io_weight", "io_baseline_runtime_cpu_weight", "io_baseline_runtime_io_max",
+             "io_baseline_batch_tier", "io_baseline_batch_slice", "io_baseline_batch_units",
+             "io_baseline_batch_io_weight", "io_baseline_batch_cpu_weight")
+# systemd's own slices: a tier of this collection is a slice of its own beside them
+OWN_SLICES = ("-.slice", "system.slice", "user.slice", "machine.slice")
 
 
 def _settings(settings, names, filter_name):
@@ -381,6 +391,100 @@ def _integer(settings, name, fix):
             return int(float(value))
         except (TypeError, ValueError, OverflowError):
             raise AnsibleFilterError("%s is %s: %s" % (name, _short(repr(value)), fix))
+
+
+def _weight(settings, name, what="io"):
+    """An io or cpu weight variable: an integer from 1 to 10000 (io.weight, cpu.weight), or a clear error."""
+    value = settings[name]
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit() \
+            or not 1 <= int(value) <= 10000:
+        raise AnsibleFilterError("%s is %s: give a weight from 1 to 10000 (the kernel's %s.weight range; 100 is "
+                                 "the default every group has)" % (name, _short(repr(value)), what))
+    return int(value)
+
+
+def _unit_list(settings, name, patterns=True):
+    """A list of service names (and patterns) the roles pass on, each checked as the placement module would."""
+    units = _units(settings, name)
+    for unit in units:
+        problem = ("%r is a pattern: give service names here" % unit) if not patterns and is_pattern(unit) \
+            else unit_problem(unit)
+        if problem:
+            raise AnsibleFilterError("%s: %s" % (name, problem))
+    return units
+
+
+def _tier_slice(settings, name):
+    value = settings[name]
+    if not isinstance(value, str) or not value.strip().endswith(".slice") or value.strip() in OWN_SLICES \
+            or validate_unit_name(value.strip()):
+        raise AnsibleFilterError("%s is %s: give a slice name of its own, such as hostcritical.slice (not %s)"
+                                 % (name, _short(repr(value)), ", ".join(OWN_SLICES)))
+    return value.strip()
+
+
+def _flag(settings, name):
+    value = settings[name]
+    if not isinstance(value, bool):
+        raise AnsibleFilterError("%s is %s: give true or false" % (name, _short(repr(value))))
+    return value
+
+
+def tiers_plan(profile, settings, disks):
+    """``profile`` with the host's own tiers (io_baseline): the host tier's slice (io and cpu weight, memory.min) and
+    its units placed there where present, never restarted (``optional``, ``at_next_start``); system.slice and
+    user.slice io weights; the container runtime's units weighted and capped where the host has them
+    (``when_missing: skip``); the batch tier's slice and units when asked. ``tiers``: the cgroups entries' names,
+    for apply.yml's results."""
+    v = settings
+    cgroups, names = {}, []
+    host_tier = _flag(v, "io_baseline_host_tier")
+    batch = _flag(v, "io_baseline_batch_tier")
+    weights = dict((n, _weight(v, n, "cpu" if "_cpu_" in n else "io")) for n in TIER_VARS if n.endswith("_weight"))
+    host_units = _unit_list(v, "io_baseline_host_tier_units")
+    runtime_units = _unit_list(v, "io_baseline_runtime_units", patterns=False)
+    batch_units = _unit_list(v, "io_baseline_batch_units")
+    if host_tier:
+        name = _tier_slice(v, "io_baseline_host_tier_slice")
+        memory_min = v["io_baseline_host_tier_memory_min"]
+        cgroups[name] = {"label": "host tier slice", "name": name, "create": True, "when_unsupported": "warn",
+                         "description": "Host-critical services (aiinfra.io_isolation host tier)",
+                         "io": {"weight": weights["io_baseline_host_tier_io_weight"]},
+                         "cpu": {"weight": weights["io_baseline_host_tier_cpu_weight"]},
+                         "memory": {"min": memory_min}}
+    for slice_name, var in (("system.slice", "io_baseline_system_io_weight"), ("user.slice", "io_baseline_user_io_weight")):
+        cgroups[slice_name] = {"label": slice_name.replace(".", " "), "name": slice_name, "when_unsupported": "warn",
+                               "io": {"weight": weights[var]}}
+    io_max = {}
+    if _sized(v, "io_baseline_runtime_io_max", dict, "give {rbps, wbps, riops, wiops}, each absolute or a "
+                                                     "percentage, or {} for none") > 0:
+        try:
+            io_max = io_max_caps(disks, v["io_baseline_runtime_io_max"])
+        except AnsibleFilterError as e:
+            raise AnsibleFilterError("io_baseline_runtime_io_max: %s" % e)
+    for unit in runtime_units:
+        io = {"weight": weights["io_baseline_runtime_io_weight"]}
+        if io_max:
+            io["max"] = io_max
+        cgroups[unit] = {"label": "runtime " + unit, "name": unit, "when_missing": "skip", "when_unsupported": "warn",
+                         "io": io, "cpu": {"weight": weights["io_baseline_runtime_cpu_weight"]}}
+    if batch:
+        name = _tier_slice(v, "io_baseline_batch_slice")
+        if host_tier and name == _tier_slice(v, "io_baseline_host_tier_slice"):
+            raise AnsibleFilterError("io_baseline_batch_slice is %s, the host tier's slice too: give each tier a slice "
+                                     "of its own" % name)
+        cgroups[name] = {"label": "batch slice", "name": name, "create": True, "when_unsupported": "warn",
+                         "description": "Batch and ETL work at the lowest weight (aiinfra.io_isolation batch tier)",
+                         "io": {"weight": weights["io_baseline_batch_io_weight"]},
+                         "cpu": {"weight": weights["io_baseline_batch_cpu_weight"]}}
+    names = list(cgroups)
+    profile = _slice_section(profile, cgroups, {"tiers": names})
+    # where present, never restarted: a unit another role lists goes where that role says
+    profile = _placement_section(profile, "host tier units", host_units if host_tier else [],
+                                 v["io_baseline_host_tier_slice"], allow_critical=True, optional=True,
+                                 at_next_start=True)
+    return _placement_section(profile, "batch units", batch_units if batch else [], v["io_baseline_batch_slice"],
+                              allow_critical=False)
 
 
 def _unique(items):
@@ -440,7 +544,7 @@ def _units(settings, name):
     return [u.strip() for u in units]
 
 
-def _placement_section(profile, label, units, slice_name, allow_critical):
+def _placement_section(profile, label, units, slice_name, allow_critical, **extra):
     """``profile`` with a tenant's units in the ``placement`` section (the role's own entries replaced, by label).
     Without units and without any other role's, the profile has no placement section: nothing is asked of the
     host's units."""
@@ -452,6 +556,7 @@ def _placement_section(profile, label, units, slice_name, allow_critical):
                  "slice": slice_name}
         if allow_critical:
             entry["allow_critical"] = True
+        entry.update((k, v) for k, v in extra.items() if v)
         entries.append(entry)
     if entries:
         # exclusive: a unit taken off the list leaves its slice (its drop-in is removed)
@@ -580,7 +685,8 @@ def training_plan(profile, settings, disks=None, facts=None):
 
 def baseline_plan(profile, plan, settings):
     """The host profile with io_baseline's host-wide sections: ``iocost`` (the devices of ``iocost_plan``), and,
-    where the role's variables ask for them, ``blk_queue`` (every data disk), ``sysctl`` and ``nvme_queues``.
+    where the role's variables ask for them, ``blk_queue`` (every data disk), ``sysctl`` and ``nvme_queues``; with the
+    tier variables (``TIER_VARS``, all of them or none) the host's own tiers (``tiers_plan``).
 
     ``plan``: the result of ``iocost_plan``; ``settings``: the role's variables keyed by name (``BASELINE_VARS``).
     A section not asked for keeps what the profile had.
@@ -597,6 +703,8 @@ def baseline_plan(profile, plan, settings):
         out["sysctl"] = {"sysctls": v["io_baseline_sysctls"]}
     if _sized(v, "io_baseline_nvme_queues", dict, "give the nvme_queues module's options, or {} to leave them") > 0:
         out["nvme_queues"] = v["io_baseline_nvme_queues"]
+    if any(n in v for n in TIER_VARS):
+        out = tiers_plan(out, _settings(v, TIER_VARS, "baseline_plan"), plan.get("disks") or [])
     return out
 
 

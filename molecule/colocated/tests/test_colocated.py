@@ -17,5 +17,13 @@ def test_no_managed_file_is_left(host):
 
 
 def test_slices_have_no_drop_ins_of_ours(host):
-    for unit in ("inference.slice", "training.slice"):
+    for unit in ("inference.slice", "training.slice", "system.slice", "user.slice", "hostcritical.slice"):
         assert not host.file("/etc/systemd/system/%s.d/50-aiinfra-io-isolation.conf" % unit).exists
+
+
+def test_the_host_tier_left_no_slice_drop_in_and_its_units_were_not_restarted(host):
+    # purge removes the Slice= drop-ins with a daemon-reload and never restarts: the units moved at the boot stay in
+    # the host tier's slice until their next start
+    for unit in ("ssh.service", "systemd-journald.service"):
+        assert not host.file("/etc/systemd/system/%s.d/90-aiinfra-io-isolation-slice.conf" % unit).exists
+        assert host.run("systemctl show -P ControlGroup %s" % unit).stdout.startswith("/hostcritical.slice/")
