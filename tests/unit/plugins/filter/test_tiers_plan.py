@@ -56,8 +56,15 @@ HOST_UNITS = ["ssh.service", "sshd.service", "systemd-journald.service", "contai
               "podman.service", "crio.service", "kubelet.service"]
 
 
-def test_the_defaults_plan_the_host_tier_the_weights_and_the_runtime():
+def test_the_host_tier_is_off_by_default():
     got = plan()
+    assert "hostcritical.slice" not in got["cgroups"] and "placement" not in got
+    assert list(got["cgroups"]) == ["system.slice", "user.slice", "containerd.service", "docker.service",
+                                    "podman.service", "crio.service"]
+
+
+def test_the_defaults_plan_the_host_tier_the_weights_and_the_runtime():
+    got = plan(io_baseline_host_tier=True)
     assert list(got) == ["iocost", "sysctl", "cgroups", "tiers", "placement"]
     assert got["tiers"] == ["hostcritical.slice", "system.slice", "user.slice", "containerd.service", "docker.service",
                             "podman.service", "crio.service"]
@@ -78,7 +85,7 @@ def test_the_defaults_plan_the_host_tier_the_weights_and_the_runtime():
 
 
 def test_a_tenant_role_after_the_baseline_keeps_the_host_tier_and_its_units_win_in_the_module():
-    got = f.inference_plan(plan(), dict(INFERENCE, inference_units=["docker.service"]), DISKS,
+    got = f.inference_plan(plan(io_baseline_host_tier=True), dict(INFERENCE, inference_units=["docker.service"]), DISKS,
                            {"host": {"memory_stable_bytes": 8589934592}})
     labels = [e["label"] for e in got["placement"]["units"]]
     assert labels == ["host tier units"] * len(HOST_UNITS) + ["inference units"]
@@ -121,10 +128,10 @@ def test_tiers_off_and_no_units_leave_no_placement_section():
     ({"io_baseline_system_io_weight": 20000}, r"io_baseline_system_io_weight is 20000: give a weight from 1"),
     ({"io_baseline_batch_cpu_weight": "lots"}, r"io_baseline_batch_cpu_weight is 'lots': give a weight"),
     ({"io_baseline_user_io_weight": True}, r"io_baseline_user_io_weight is True"),
-    ({"io_baseline_host_tier_slice": "system.slice"}, r"io_baseline_host_tier_slice is 'system\.slice': give a slice "
+    ({"io_baseline_host_tier": True, "io_baseline_host_tier_slice": "system.slice"}, r"io_baseline_host_tier_slice is 'system\.slice': give a slice "
                                                       r"name of its own"),
-    ({"io_baseline_host_tier_slice": "hostcritical"}, r"io_baseline_host_tier_slice is 'hostcritical'"),
-    ({"io_baseline_batch_tier": True, "io_baseline_batch_slice": "hostcritical.slice"},
+    ({"io_baseline_host_tier": True, "io_baseline_host_tier_slice": "hostcritical"}, r"io_baseline_host_tier_slice is 'hostcritical'"),
+    ({"io_baseline_host_tier": True, "io_baseline_batch_tier": True, "io_baseline_batch_slice": "hostcritical.slice"},
      r"io_baseline_batch_slice is hostcritical\.slice, the host tier's slice too"),
     ({"io_baseline_host_tier": "yes"}, r"io_baseline_host_tier is 'yes': give true or false"),
     ({"io_baseline_runtime_io_max": {"wbps": "150%"}}, r"io_baseline_runtime_io_max: io\.max cap wbps=150%"),
