@@ -590,16 +590,18 @@ def _containers_section(profile, label, runtimes, slice_name, entry):
     profile = dict(profile or {})
     section = dict(profile.get("container_runtime") or {})
     entries = [e for e in section.get("runtimes") or [] if e.get("label") != label]
-    slices = [s for s in section.get("tenant_slices") or [] if s != slice_name]
     cgroups = dict((k, v) for k, v in (profile.get("cgroups") or {}).items() if v.get("label") != label + " (podman)")
     for runtime in runtimes:
         parent = slice_name if runtime == "docker" else PODMAN_SLICE
         entries.append({"label": label, "name": runtime, "slice": parent})
         if runtime == "podman":
             cgroups[PODMAN_SLICE] = dict(entry, name=PODMAN_SLICE, label=label + " (podman)")
-    slices.append(slice_name)
     profile["cgroups"] = cgroups
     if entries:
+        # every tenant's slice the profile has, whichever role lists the runtimes: a container of a runtime no role
+        # lists may run in any of them (started with --cgroup-parent)
+        slices = _unique([(profile.get(role) or {}).get("slice") for role in ("inference", "training")
+                          if (profile.get(role) or {}).get("slice")])
         section.update(runtimes=entries, tenant_slices=slices)
         profile["container_runtime"] = section
     else:

@@ -97,6 +97,9 @@ EOF
              fstrim.timer man-db.timer dpkg-db-backup.timer; do
         chroot "$root" systemctl mask "$t" >/dev/null 2>&1 || true
     done
+    # The container runtimes are installed for the scenario that uses them (colocated enables and
+    # starts docker.service); dockerd and containerd at every boot would cost every scenario's TCG boots.
+    chroot "$root" systemctl disable docker.service docker.socket containerd.service >/dev/null 2>&1 || true
 
     # Fail the build early if the initramfs trap is back (see setup above).
     initrd=$(find "$root/boot" -maxdepth 1 -name 'initrd.img-*' | sort | head -n1)

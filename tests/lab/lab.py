@@ -404,7 +404,8 @@ def build_image(guest: str, force: bool = False) -> Path:
         hostname = f"lab-{guest}"
         base = [
             "mmdebstrap", "--variant=apt", "--format=directory",
-            "--include=" + ",".join(common["packages"]),
+            # the guest's own packages after the common ones (a package one suite has and the other has not)
+            "--include=" + ",".join(common["packages"] + g.get("packages", [])),
             "--aptopt=Acquire::Languages \"none\"",
             # docs/man pages are dead weight in a throwaway guest
             "--dpkgopt=path-exclude=/usr/share/doc/*",

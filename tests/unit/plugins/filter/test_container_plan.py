@@ -33,6 +33,15 @@ def test_docker_for_training_podman_for_inference():
     assert "container_runtime" not in training(again)
 
 
+def test_every_tenant_slice_counts_whichever_role_lists_the_runtime():
+    """Found in the lab: with only the training role listing docker, a Podman container started with
+    --cgroup-parent=inference.slice was reported outside (inference planned first, before the section existed)."""
+    got = training(inference(), training_container_runtimes=["docker"])
+    assert got["container_runtime"]["tenant_slices"] == ["inference.slice", "training.slice"]
+    got = inference(training(), inference_container_runtimes=["podman"])
+    assert got["container_runtime"]["tenant_slices"] == ["inference.slice", "training.slice"]
+
+
 def test_variables_without_runtimes_still_plan():
     """Playbooks that call the filters without the new variable keep working (it defaults to [])."""
     settings = dict((k, v) for k, v in __import__("test_tenant_plan").TRAINING.items())
