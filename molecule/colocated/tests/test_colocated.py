@@ -27,3 +27,26 @@ def test_the_host_tier_left_no_slice_drop_in_and_its_units_were_not_restarted(ho
     for unit in ("ssh.service", "systemd-journald.service"):
         assert not host.file("/etc/systemd/system/%s.d/90-aiinfra-io-isolation-slice.conf" % unit).exists
         assert host.run("systemctl show -P ControlGroup %s" % unit).stdout.startswith("/hostcritical.slice/")
+
+
+def _placement(host):
+    import json
+    return json.loads(host.file("/var/tmp/aiinfra-lab-placement.json").content_string)
+
+
+def test_placement_charged_the_services_reads_to_its_slice_before_and_after_the_reboot(host):
+    """The side effect's figures (placement.yml, placement_after_reboot.yml): the reader listed in inference_units,
+    moved there by site.yml's restart, and started there by the boot, had its reads charged to inference.slice."""
+    kept = _placement(host)
+    for when in ("placed", "after_reboot"):
+        m = kept[when]
+        assert m["cgroup"] == "/inference.slice/lab-reader.service", (when, m)
+        assert m["inference_rios"] >= 200 and m["inference_share"] >= 0.9, (when, m)
+
+
+def test_placement_purge_removed_the_services_drop_in_and_left_the_service(host):
+    """purge.yml removed the reader's Slice= drop-in (and its directory) with a daemon-reload: systemd gives the unit
+    its own slice again, and the unit itself (not the collection's) is still there."""
+    assert not host.file("/etc/systemd/system/lab-reader.service.d").exists
+    assert host.run("systemctl show -P Slice lab-reader.service").stdout.strip() == "system.slice"
+    assert host.file("/etc/systemd/system/lab-reader.service").exists
