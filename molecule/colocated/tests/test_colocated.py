@@ -44,9 +44,10 @@ def test_placement_charged_the_services_reads_to_its_slice_before_and_after_the_
         assert m["inference_rios"] >= 200 and m["inference_share"] >= 0.9, (when, m)
 
 
-def test_placement_purge_removed_the_services_drop_in_and_left_the_service(host):
-    """purge.yml removed the reader's Slice= drop-in (and its directory) with a daemon-reload: systemd gives the unit
-    its own slice again, and the unit itself (not the collection's) is still there."""
+def test_placement_the_service_left_the_list_without_a_trace(host):
+    """placement_after_reboot.yml took the reader off the list through the placement module's absent path: its
+    Slice= drop-in and the drop-in directory are gone, systemd gives the unit its own slice again, and the unit itself
+    (not the collection's) is still there."""
     assert not host.file("/etc/systemd/system/lab-reader.service.d").exists
     assert host.run("systemctl show -P Slice lab-reader.service").stdout.strip() == "system.slice"
     assert host.file("/etc/systemd/system/lab-reader.service").exists
