@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""After purge.yml: no file stamped by the collection is left, and the slices have no settings of ours."""
+"""After purge.yml: no file stamped by the collection is left, the slices have no settings of ours, and the container
+runtimes' own files are the user's again, byte for byte and with their mode."""
 
 import os
 
@@ -8,7 +9,8 @@ import testinfra.utils.ansible_runner
 
 hosts = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
 STAMP = "Managed by Ansible (aiinfra.io_isolation)"
-DIRS = "/etc/udev/rules.d /etc/sysctl.d /etc/tmpfiles.d /etc/modprobe.d /etc/systemd/system /usr/local/libexec"
+DIRS = ("/etc/udev/rules.d /etc/sysctl.d /etc/tmpfiles.d /etc/modprobe.d /etc/systemd/system /usr/local/libexec "
+        "/var/lib/aiinfra-io_isolation")
 
 
 def test_no_managed_file_is_left(host):
@@ -51,3 +53,13 @@ def test_placement_the_service_left_the_list_without_a_trace(host):
     assert not host.file("/etc/systemd/system/lab-reader.service.d").exists
     assert host.run("systemctl show -P Slice lab-reader.service").stdout.strip() == "system.slice"
     assert host.file("/etc/systemd/system/lab-reader.service").exists
+
+
+def test_runtime_files_are_the_users_byte_for_byte(host):
+    # the copies converge.yml wrote beside the user's files before the rollout merged into them
+    for path, copy in (("/etc/docker/daemon.json", "/root/lab-originals/daemon.json"),
+                       ("/etc/containers/containers.conf", "/root/lab-originals/containers.conf")):
+        same = host.run("cmp %s %s" % (path, copy))
+        assert same.rc == 0, same.stdout + same.stderr
+        assert host.file(path).mode == 0o640
+    assert host.run("ls -A /var/lib/aiinfra-io_isolation/originals 2>/dev/null").stdout.strip() == ""
