@@ -128,8 +128,8 @@ def test_tiers_off_and_no_units_leave_no_placement_section():
     ({"io_baseline_system_io_weight": 20000}, r"io_baseline_system_io_weight is 20000: give a weight from 1"),
     ({"io_baseline_batch_cpu_weight": "lots"}, r"io_baseline_batch_cpu_weight is 'lots': give a weight"),
     ({"io_baseline_user_io_weight": True}, r"io_baseline_user_io_weight is True"),
-    ({"io_baseline_host_tier": True, "io_baseline_host_tier_slice": "system.slice"}, r"io_baseline_host_tier_slice is 'system\.slice': give a slice "
-                                                      r"name of its own"),
+    ({"io_baseline_host_tier": True, "io_baseline_host_tier_slice": "system.slice"},
+     r"io_baseline_host_tier_slice is 'system\.slice': give a slice name of its own"),
     ({"io_baseline_host_tier": True, "io_baseline_host_tier_slice": "hostcritical"}, r"io_baseline_host_tier_slice is 'hostcritical'"),
     ({"io_baseline_host_tier": True, "io_baseline_batch_tier": True, "io_baseline_batch_slice": "hostcritical.slice"},
      r"io_baseline_batch_slice is hostcritical\.slice, the host tier's slice too"),
