@@ -48,7 +48,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import slice_path, validate_unit_name
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import CGROUP_ROOT
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
-    CONTAINERS_CONF, DOCKER_DAEMON_JSON, Original,
+    CONTAINERS_CONF, DOCKER_DAEMON_JSON, Original, read_exact, write_exact,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Part, RequestError, Setting, run_part
 
@@ -254,17 +254,14 @@ class ConfigFile(Setting):
         self.mode = 0o644
 
     def read(self, fs):
-        data = fs.read_bytes(self.path)
-        info = fs.stat(self.path) if data is not None else None
+        text = read_exact(fs, self.path)
+        info = fs.stat(self.path) if text is not None else None
         if info is not None:
             self.mode = info.st_mode & 0o7777
-        return None if data is None else data.decode("utf-8", "surrogateescape")
+        return text
 
     def write(self, fs, value, current):
-        if value is None:
-            fs.remove(self.path)
-        else:
-            fs.atomic_write(self.path, value.encode("utf-8", "surrogateescape"), self.mode)
+        write_exact(fs, self.path, value, self.mode)
 
 
 class DaemonRestart(Setting):

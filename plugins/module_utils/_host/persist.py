@@ -60,6 +60,21 @@ def is_managed(content):
     return STAMP in head[0] or (head[0].startswith("#!") and len(head) > 1 and STAMP in head[1])
 
 
+def read_exact(fs, path):
+    """A file's bytes as text that carries every byte (undecodable ones as surrogates), or None: what a setting holding
+    someone else's file compares and writes back byte for byte."""
+    data = fs.read_bytes(path)
+    return None if data is None else data.decode("utf-8", "surrogateescape")
+
+
+def write_exact(fs, path, value, mode):
+    """Put back what :func:`read_exact` read (None: no file), atomically with ``mode``."""
+    if value is None:
+        fs.remove(path)
+    else:
+        fs.atomic_write(path, value.encode("utf-8", "surrogateescape"), mode)
+
+
 class ManagedFile(Setting):
     """A whole configuration file with known content (``None`` = the file must not exist)."""
 
@@ -330,14 +345,10 @@ class Original(ManagedFile):
         self.desired = self.render(data, info.st_mode if info else 0o644).decode("utf-8", "surrogateescape")
 
     def read(self, fs):
-        data = fs.read_bytes(self.path)
-        return None if data is None else data.decode("utf-8", "surrogateescape")
+        return read_exact(fs, self.path)
 
     def write(self, fs, value, current):
-        if value is None:
-            fs.remove(self.path)
-        else:
-            fs.atomic_write(self.path, value.encode("utf-8", "surrogateescape"), self.mode)
+        write_exact(fs, self.path, value, self.mode)
 
     @staticmethod
     def parse(data):
