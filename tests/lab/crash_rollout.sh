@@ -29,8 +29,9 @@ GROUPS_INV=.cache/crash-groups.yml
 "${LAB[@]}" inventory "$NAME" > "$INV"
 printf 'all:\n  children:\n    inference:\n      hosts:\n        %s:\n    training:\n      hosts:\n        %s:\n' \
   "$NAME" "$NAME" > "$GROUPS_INV"
-# Without pipelining the module runs as a file, AnsiballZ_host_profile.py, that the guest can find by name.
-play() { ANSIBLE_PIPELINING=False "$BIN/ansible-playbook" -i "$INV" -i "$GROUPS_INV" "$@"; }
+# Without pipelining the module runs as a file, AnsiballZ_host_profile.py, that the guest can find by name (an
+# extra variable: the lab's inventory turns pipelining on per host, which the environment does not override).
+play() { "$BIN/ansible-playbook" -i "$INV" -i "$GROUPS_INV" -e ansible_pipelining=false "$@"; }
 
 # The watcher, on the guest: wait for host_profile's process (the Python process, not the shell that started
 # it), then either ("measure") say how long it lived, or sleep DELAY and SIGKILL it, saying whether it killed it
