@@ -41,7 +41,7 @@ WATCH='for i in $(seq 1 12000); do p=$(pgrep -f "^/usr/bin/python3 .*AnsiballZ_h
 [ -n "$p" ] && break; sleep 0.05; done
 [ -n "$p" ] || { echo "no host_profile call seen"; exit 3; }
 if [ "$1" = measure ]; then t0=$(date +%s.%N); while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
-  echo "$(date +%s.%N) - $t0" | bc; exit 0; fi
+  awk -v now="$(date +%s.%N)" -v t0="$t0" "BEGIN { printf \"%.2f\\n\", now - t0 }"; exit 0; fi
 sleep "$1"; if kill -9 "$p" 2>/dev/null; then echo killed; else echo ended; fi'
 watch() { "${LAB[@]}" ssh "$NAME" -- bash -s -- "$1" <<<"$WATCH"; }
 
