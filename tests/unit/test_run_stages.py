@@ -19,13 +19,18 @@ echo "all fine"
 """
 
 
-def test_a_failed_stage_is_counted_and_its_reason_repeated_at_the_end(tmp_path):
+def run_stages(tmp_path, fake_make, *args):
+    """tests/run-stages.sh ARGS with ``fake_make`` (a script's text) as its make; the finished process."""
     make = tmp_path / "make"
-    make.write_text(FAKE_MAKE)
+    make.write_text(fake_make)
     make.chmod(0o755)
     env = dict(os.environ, MAKE=str(make), TEST_LOGS=str(tmp_path / "logs"))
-    out = subprocess.run(["bash", os.path.join(REPO, "tests", "run-stages.sh"), "good+bad", "good2"],
-                         env=env, capture_output=True, text=True, cwd=tmp_path, check=False)
+    return subprocess.run(["bash", os.path.join(REPO, "tests", "run-stages.sh")] + list(args),
+                          env=env, capture_output=True, text=True, cwd=tmp_path, check=False)
+
+
+def test_a_failed_stage_is_counted_and_its_reason_repeated_at_the_end(tmp_path):
+    out = run_stages(tmp_path, FAKE_MAKE, "good+bad", "good2")
     assert out.returncode == 1
     tail = out.stdout.split("make test summary", 1)[1]
     assert "stages: 2 passed, 1 failed" in tail
@@ -51,12 +56,7 @@ fi
 
 
 def test_each_stage_reports_its_own_cpu_and_its_vms(tmp_path):
-    make = tmp_path / "make"
-    make.write_text(CPU_MAKE)
-    make.chmod(0o755)
-    env = dict(os.environ, MAKE=str(make), TEST_LOGS=str(tmp_path / "logs"))
-    out = subprocess.run(["bash", os.path.join(REPO, "tests", "run-stages.sh"), "busy", "vm"],
-                         env=env, capture_output=True, text=True, cwd=tmp_path, check=False)
+    out = run_stages(tmp_path, CPU_MAKE, "busy", "vm")
     assert out.returncode == 0, out.stdout + out.stderr
     rows = {line.split()[0]: line for line in out.stdout.split("make test summary", 1)[1].splitlines()[1:4]}
     assert ", CPU 1 s + VMs 0 s" in rows["busy"]          # the child's 1.2 s, whole seconds
