@@ -39,7 +39,7 @@ from decimal import Decimal
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabilities import parse_systemd_version
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import (
-    CGROUP_ROOT, is_unit_name, resolve, validate_unit_name,
+    CGROUP_ROOT, is_unit_name, resolve, slice_path, validate_unit_name,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
@@ -934,12 +934,13 @@ class UnitState(Setting):
         files = dict((f.path, f.read(fs)) for f in self.files)
         runtime = self._runtime_files(fs, parse_dropin(files.get(dropin_path(self.unit))))
         kernel, drift = {}, []
-        if self.cgroup_dir and fs.isdir(self.cgroup_dir):
+        cgroup = self._live_cgroup(fs)
+        if cgroup:
             for name in self.watch:
-                text = fs.read(self.cgroup_dir + "/" + name)
+                text = fs.read(cgroup + "/" + name)
                 kernel[name] = None if text is None else CGROUP_FILES[name].parse(text)
             if self.plan is not None:
-                drift = self.plan.kernel_diff(fs, self.cgroup_dir)
+                drift = self.plan.kernel_diff(fs, cgroup)
         elif self.plan is not None and self.plan.show:
             kernel = None   # not running: compare systemd's view of the unit instead
             _rc, out, _err = self.runner.run(show_argv(self.unit, self.plan.properties()))
@@ -948,6 +949,23 @@ class UnitState(Setting):
         if runtime:
             out["runtime"] = runtime
         return out
+
+    def _live_cgroup(self, fs):
+        """The cgroup systemd applies this unit's settings to, or None: not running, or a service or scope running
+        outside the slice its loaded files give it (a ``Slice=`` waiting for the unit's next start). systemd counts such
+        a unit in no slice's members: its running slice's controllers may go and set-property reaches no kernel file
+        (lab, systemd 252 and 257: docs/cgroup.md), so its settings are compared in systemd's view until it starts
+        again. Asked at each read: a restart during the run (placement) moves a service's cgroup."""
+        if self.unit.endswith(".slice"):
+            return self.cgroup_dir if self.cgroup_dir and fs.isdir(self.cgroup_dir) else None
+        _rc, out, _err = self.runner.run(show_argv(self.unit, ["Slice", "ControlGroup"]))
+        shown = dict((k, v[-1]) for k, v in parse_show(out).items())
+        running, configured = shown.get("ControlGroup") or "", shown.get("Slice") or ""
+        parent = slice_path(configured) if configured else None
+        if not running or (parent is not None and running.rsplit("/", 1)[0] != ("/" + parent if parent else "")):
+            return None
+        path = CGROUP_ROOT + running
+        return path if fs.isdir(path) else None
 
     def differs(self, current):
         return current["files"] != self.desired["files"] or bool(current["drift"]) or bool(current.get("runtime"))
@@ -992,7 +1010,7 @@ class UnitState(Setting):
             self.runner.run(start_argv(self.unit))
         assignments = list(directives) + reset_directives(previous, directives) + list(extra)
         control = "%s/%s.d" % (RUNTIME_CONTROL_DIR, self.unit)
-        if assignments and self.cgroup_dir and fs.isdir(self.cgroup_dir):
+        if assignments and self._live_cgroup(fs):
             self.runner.run(set_property_argv(self.unit, assignments, runtime=True))
             for name in sorted(set(n for n, _v in assignments)):
                 fs.remove("%s/50-%s.conf" % (control, name))

@@ -28,6 +28,9 @@ and an empty assignment clears the list. Behaviour observed in the lab (docs/ker
 * a service runs in the slice its configuration gave when it started (``Slice=`` of its files, else the
   vendor's ``slice``, else system.slice): ``daemon-reload`` changes ``Slice``, not ``ControlGroup``; ``restart``
   stops it (its cgroup goes) and starts it in its configured slice;
+* a service running outside the slice its loaded files give it (a ``Slice=`` drop-in since it started) gets
+  nothing applied: systemd counts it in no slice's members, and the slice it runs in keeps io and cpu for its
+  children only while a member asks for them (an IO*/CPU* directive, Delegate=yes) (lab);
 * ``list-units [--all]`` and ``list-unit-files`` with ``--type=`` print JSON with ``--output=json`` (unless
   ``json_tables`` is off, as on systemd before 246), else the plain table;
 * runtime drop-ins in ``/run/systemd/system/<unit>.d`` are part of the configuration (for one
@@ -422,7 +425,37 @@ class SimSystemd(object):
             self._reload_unit(name)
             if self.version < 257 and self.units[name]["active"]:
                 self._apply(name)
+        self._members()
         return 0, "", ""
+
+    def _needs(self, name):
+        """The controllers a unit's loaded configuration asks of its slice: io for an IO* directive, cpu for a CPU*
+        one, both for Delegate=yes."""
+        cfg = self.loaded.get(name, _config())
+        keys = set(cfg["scalars"]) | set(k for k, v in cfg["lists"].items() if v)
+        delegate = self.units[name]["Delegate"] or cfg["scalars"].get("Delegate") == "yes"
+        return set(c for c, prefix in (("io", "IO"), ("cpu", "CPU"))
+                   if delegate or any(k.startswith(prefix) for k in keys))
+
+    def _members(self):
+        """A slice enables a controller for its children while a member needs it; a running service whose files now
+        give it another slice is a member of none. Lab (systemd 252 and 257): ssh, journald, containerd and docker
+        given Slice=hostcritical.slice while running left system.slice with ``memory pids`` and their cgroups without
+        io.weight or cpu.weight. Modelled only for a slice such a service still runs in."""
+        running = {}
+        for name, u in self.units.items():
+            if name.endswith(".slice") or not u["active"]:
+                continue
+            here = self.cgroup(name).rsplit("/", 1)[0]
+            running.setdefault(here, []).append(name)
+        for here, names in sorted(running.items()):
+            members = [n for n in names if self.cgroup(self.configured_slice(n)) == here]
+            if len(members) == len(names):
+                continue
+            need = set()
+            for n in members:
+                need |= self._needs(n)
+            self.kernel._disable(here, [c for c in ("io", "cpu") if c not in need])
 
     def _cmd_start(self, args):
         _opts, units = self._units_of(args)
@@ -541,6 +574,8 @@ class SimSystemd(object):
         cg = self.cgroup(name)
         if not u["active"] or not self.fs.isdir(cg):
             return
+        if not name.endswith(".slice") and cg.rsplit("/", 1)[0] != self.cgroup(self.configured_slice(name)):
+            return      # runs outside the slice its files now give it: in no slice's members, nothing applied (lab)
         cfg = self.loaded[name]
         s, lists = cfg["scalars"], cfg["lists"]
         self._kwrite(cg + "/io.weight", "default %s" % s.get("IOWeight", "100"))

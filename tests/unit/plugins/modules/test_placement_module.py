@@ -325,6 +325,30 @@ def test_optional_entries_skip_missing_units_yield_to_other_entries_and_are_neve
     lab252.assert_nothing_changed()
 
 
+def test_a_unit_waiting_for_its_next_start_gets_its_settings_in_systemds_view(lab):
+    """The colocated scenario's failure: ssh.service placed in the host tier (moves at its next start) and weighted in
+    the same run. systemd applies nothing to a unit running outside the slice its files give it (lab, 252 and 257:
+    its running slice may even lose the io and cpu controllers), so the run compares systemd's view of the unit and
+    leaves the kernel files to its next start, instead of failing on a read-back of the old cgroup."""
+    tier = {"label": "host tier slice", "name": "hostcritical.slice", "create": True, "io": {"weight": 500}}
+    ssh = {"label": "runtime ssh.service", "name": "ssh.service", "when_missing": "skip", "io": {"weight": 25},
+           "cpu": {"weight": 50}}
+    # as on the lab guests, no unit left in system.slice asks for io or cpu once these are given another slice
+    units = {"units": [dict(HOST_TIER[0], name=n) for n in ("ssh.service", "runtime.service", "busy.service")]}
+    result = lab.profile(cgroups=[tier, ssh], placement=units)
+    assert not result.get("failed"), result
+    assert sorted(result["sections"]["placement"]["next_start"]) == ["busy.service", "runtime.service", "ssh.service"]
+    assert "io" not in lab.read(CG + "/system.slice/cgroup.subtree_control")
+    assert lab.cgroup_of("ssh.service") == "/system.slice/ssh.service"
+    assert lab.systemd.run(["systemctl", "show", "-p", "IOWeight", "--value", "--", "ssh.service"])[1].strip() == "25"
+    again = lab.profile(cgroups=[tier, ssh], placement=units)
+    assert again["changed"] is False, again
+    lab.systemd.run(["systemctl", "restart", "--", "ssh.service"])
+    assert lab.cgroup_of("ssh.service") == "/hostcritical.slice/ssh.service"
+    assert lab.read(CG + "/hostcritical.slice/ssh.service/io.weight").startswith("default 25")
+    assert lab.profile(cgroups=[tier, ssh], placement=units)["changed"] is False
+
+
 def test_an_optional_entry_still_refuses_a_name_that_is_no_service(lab252):
     result = lab252.place(units=[dict(HOST_TIER[0], name="sshd")])
     assert result["failed"] and "host tier units: 'sshd' has no unit type: give the full name (sshd.service)" \
