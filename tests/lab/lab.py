@@ -769,6 +769,9 @@ def _serial_tail(inst: Instance, lines: int = 30) -> str:
 
 
 PANIC = "Kernel panic - not syncing"
+# A booting guest writes to its serial console at least every few seconds (kernel messages, then systemd's status
+# lines, which repeat while a start job waits); this long a silence without SSH is a hung boot.
+STALL_S = 180
 
 
 def serial_size(inst: Instance) -> int:
@@ -790,13 +793,23 @@ def wait_ssh(st: dict, timeout: float, inst: Instance, cmd: str = "cat /proc/sys
              not_equal: str | None = None, fatal: bool = True, panic_since: int | None = None) -> str | None:
     """Poll until `cmd` answers over SSH (and differs from not_equal); return its output.
     Without `fatal`, a timeout returns None (the caller retries the boot); so does, at once, a
-    kernel panic in the serial log after byte `panic_since`."""
+    kernel panic in the serial log after byte `panic_since`, and a boot whose serial console has said
+    nothing for STALL_S (the hung TCG boots: a CI demo's kernel went silent 62 s in, and sat out the
+    whole timeout before failing)."""
     deadline = time.monotonic() + timeout
+    size, grown = serial_size(inst), time.monotonic()
     while time.monotonic() < deadline:
         if not _pid_alive(st["pid"]):
             die(f"QEMU (pid {st['pid']}) exited while waiting for SSH; serial log tail:\n{_serial_tail(inst)}")
         if panic_since is not None and not fatal and panicked(inst, panic_since):
             log(f"{inst.name}: the guest kernel panicked while booting; serial log tail:\n{_serial_tail(inst)}")
+            return None
+        now = serial_size(inst)
+        if now != size:
+            size, grown = now, time.monotonic()
+        elif panic_since is not None and not fatal and time.monotonic() - grown > STALL_S:
+            log(f"{inst.name}: the guest's console has been silent for {STALL_S} s without SSH; serial log "
+                f"tail:\n{_serial_tail(inst)}")
             return None
         try:
             r = ssh_run(st, cmd, timeout=20, mux=False)
@@ -1203,11 +1216,9 @@ def cmd_reboot(a) -> None:
         # A new boot_id proves the guest really went through a boot.
         since = serial_size(inst)
         if wait_ssh(st, a.timeout, inst, not_equal=before or None, fatal=False, panic_since=since) is None:
-            if not panicked(inst, since):
-                wait_ssh(st, 0, inst, not_equal=before or None)     # dies with the timeout message
             # Under TCG a 6.12 guest's SMP boot panicked once in CI ("Oops: int3" in sched_clock_cpu
-            # while another CPU came up): the emulator, not the guest's state. Reset it once.
-            log(f"{inst.name}: resetting the VM once after the kernel panic")
+            # while another CPU came up), and boots hang silent: the emulator, not the guest's state. Reset it once.
+            log(f"{inst.name}: resetting the VM once after the failed boot")
             qmp(st["qmp"], "system_reset")
             wait_ssh(st, a.timeout, inst, not_equal=before or None)
         ssh_master_start(st)
@@ -1407,8 +1418,9 @@ def main(argv=None) -> None:
                    help="debian (the image's, with initrd), custom (6.1 with io.latency/io.prio.class, "
                         "see `kernel`), or a bzImage path")
     s.add_argument("--timeout", type=float, default=420, help="seconds to wait for SSH")
-    s.add_argument("--boot-attempts", type=int, default=1,
-                   help="power-cycle and boot again (fresh root overlay) when SSH does not answer in time")
+    s.add_argument("--boot-attempts", type=int, default=2,
+                   help="power-cycle and boot again (fresh root overlay) when SSH does not answer in time, the "
+                        "kernel panics or the console stalls")
     s.add_argument("--verify", action="store_true", help="re-hash the cached image before booting")
     s.add_argument("--disk-capacity", action="append", default=[], metavar="DRIVE=IOPS,BYTES_PER_S",
                    help="give an NVMe drive (nvme-a, nvme-b or its serial) a fixed capacity with QEMU block "

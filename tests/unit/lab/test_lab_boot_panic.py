@@ -37,3 +37,29 @@ def test_wait_ssh_returns_at_once_on_a_panic_when_the_caller_retries(tmp_path, m
     monkeypatch.setattr(lab, "ssh_run", no_ssh)
     monkeypatch.setattr(lab, "log", lambda msg: None)
     assert lab.wait_ssh({"pid": 1, "port": 2222}, 600, inst, fatal=False, panic_since=0) is None
+
+
+def test_wait_ssh_gives_up_on_a_silent_console_when_the_caller_retries(tmp_path, monkeypatch):
+    """The CI demo's hung boot: the kernel's last line at 61.8 s, then nothing until the 420 s timeout."""
+    inst = types.SimpleNamespace(run=tmp_path, name="demo")
+    (tmp_path / "serial.log").write_text("[   61.766146] iTCO_wdt iTCO_wdt.1.auto: Found a ICH9 TCO device\n")
+    clock = [1000.0]
+    monkeypatch.setattr(lab.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(lab.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(lab, "_pid_alive", lambda pid: True)
+    monkeypatch.setattr(lab, "log", lambda msg: None)
+    growing = []
+
+    def no_answer(*_args, **_kwargs):
+        if growing:     # a console still writing: the wait goes on
+            with open(tmp_path / "serial.log", "a") as f:
+                f.write("[  OK  ] Started something.\n")
+        raise lab.subprocess.TimeoutExpired("ssh", 20)
+
+    monkeypatch.setattr(lab, "ssh_run", no_answer)
+    assert lab.wait_ssh({"pid": 1, "port": 2222}, 600, inst, fatal=False, panic_since=0) is None
+    assert lab.STALL_S <= clock[0] - 1000.0 < lab.STALL_S + 5, "gave up once the console was silent for STALL_S"
+    growing.append(True)
+    clock[0] = 1000.0
+    assert lab.wait_ssh({"pid": 1, "port": 2222}, 600, inst, fatal=False, panic_since=0) is None
+    assert clock[0] - 1000.0 >= 600, "a console that keeps writing is waited for until the timeout"
