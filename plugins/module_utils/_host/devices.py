@@ -210,6 +210,17 @@ class DeviceResolver:
         value = self._read(path)
         return value if value else None
 
+    def _read_identity(self, path):
+        """An identity a udev rule may match (``ATTR{serial}``, ``ATTRS{wwid}``) as udev compares it: trailing
+        whitespace dropped, leading whitespace kept, so that a rule is never written for a value the device does
+        not show (persist.udev_value refuses it instead). None if absent or empty."""
+        try:
+            value = self.fs.read(path)
+        except KernelFileError:
+            return None
+        value = (value or "").rstrip()
+        return value if value.strip() else None
+
     def _read_int(self, path):
         value = self._read(path)
         try:
@@ -313,7 +324,7 @@ class DeviceResolver:
             by_id=list(links["by-id"]), by_path=list(links["by-path"]),
         )
         if kind.startswith("nvme"):
-            rec.wwid = self._read_nonempty(base + "/wwid")
+            rec.wwid = self._read_identity(base + "/wwid")
             rec.wwn = rec.wwid
             rec.eui = self._read_nonempty(base + "/eui")
             rec.nguid = self._read_nonempty(base + "/nguid")
@@ -328,12 +339,12 @@ class DeviceResolver:
             else:
                 rec.controller = dev_name
         elif kind == "virtio":
-            rec.serial = self._read_nonempty(base + "/serial")
+            rec.serial = self._read_identity(base + "/serial")
         elif kind == "scsi":
             rec.vendor = self._read_nonempty(base + "/device/vendor")
             rec.model = self._read_nonempty(base + "/device/model")
             rec.firmware = self._read_nonempty(base + "/device/rev")
-            rec.wwid = self._read_nonempty(base + "/device/wwid")
+            rec.wwid = self._read_identity(base + "/device/wwid")
             rec.serial = self._vpd_serial(base + "/device/vpd_pg80")
             wwn_links = [link[4:] for link in rec.by_id if link.startswith("wwn-")]
             rec.wwn = rec.wwid if rec.wwid and rec.wwid.startswith(("naa.", "eui.")) else None
@@ -482,7 +493,7 @@ class DeviceResolver:
         key = normalize_wwn(selector)
         by_wwn = [d for d in disks if key and key in d.wwn_keys()]
         wanted = selector.strip().lower()
-        by_serial = [d for d in disks if d.serial and d.serial.lower() == wanted]
+        by_serial = [d for d in disks if d.serial and d.serial.strip().lower() == wanted]
         matches, how = (by_wwn, "WWN") if by_wwn else (by_serial, "serial")
         if not matches:
             raise self._not_found(

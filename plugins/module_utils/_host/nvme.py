@@ -94,7 +94,9 @@ def scan_controllers(fs, warnings=None):
             except KernelFileError as e:
                 _warn(warnings, e.message)
                 value = None
-            attrs[key] = (value or "").strip() or None
+            # the serial as udev compares it (trailing padding dropped, a leading space kept: persist.udev_value)
+            value = (value or "").rstrip() if key == "serial" else (value or "").strip()
+            attrs[key] = value if value.strip() else None
         out[name] = NvmeController(
             name=name, dev_path="/dev/" + name, serial=attrs["serial"], model=attrs["model"],
             firmware=attrs["firmware_rev"], transport=attrs["transport"], state=attrs["state"],
@@ -176,7 +178,7 @@ class ControllerResolver:
             raise ControllerError("No NVMe controller %s (no %s/%s). NVMe controllers on this host: %s."
                                   % (selector, SYS_CLASS_NVME, m.group(1), self._existing()),
                                   selector=selector, candidates=self._candidates())
-        by_serial = [c for c in ctrls.values() if c.serial and c.serial == selector]
+        by_serial = [c for c in ctrls.values() if c.serial and c.serial.strip() == selector]
         if not by_serial:
             by_serial = [c for c in ctrls.values() if c.serial and c.serial.lower() == selector.lower()]
         if len(by_serial) == 1:

@@ -132,12 +132,18 @@ SYSTEMD_TRANSIENT_DIR = "/run/systemd/transient"
 BOOST_DROPIN_NAME = "60-aiinfra-io-isolation-boost.conf"
 BOOST_UNIT_PREFIX = "aiinfra-io-isolation-boost-"
 
-_UDEV_SAFE = re.compile(r"^[A-Za-z0-9._:+@-]+$")
+_UDEV_SAFE = re.compile(r"[A-Za-z0-9._:+@-]+\Z")   # \Z: "$" would let a trailing newline through
 
 
 def udev_value(value, what, device):
-    """``value`` as a udev rule may quote it in a match, or PersistError naming the device and the fix."""
-    value = (value or "").strip()
+    """``value`` as a udev rule may quote it in a match, or PersistError naming the device and the fix.
+
+    Only characters that mean themselves to udev pass: no quote or backslash (the rule's syntax), no ``%`` or ``$``
+    (udev substitutes them in match values), no ``*``, ``?``, ``[`` or ``|`` (glob patterns and alternatives), no
+    whitespace (udev drops an attribute's trailing whitespace, and a leading one would never match), nothing
+    outside ASCII. Taken as the device shows it, never trimmed: a trimmed value could match another device and
+    never this one (tests/unit/plugins/module_utils/test_udev_identities.py)."""
+    value = value or ""
     if not _UDEV_SAFE.match(value):
         raise PersistError("the %s of %s (%r) has characters a udev rule cannot match safely; use persist: false "
                            "and re-apply at boot another way" % (what, device, value))
@@ -193,9 +199,11 @@ class UdevRule:
         return fnmatch.fnmatchcase(path, self.pattern())
 
     def render(self, comment, lines):
-        """The stamped file: a ``# comment`` header line, then one rule per line."""
-        return stamped("".join("# %s\n" % c for c in comment.splitlines()) + "".join(l + "\n" for l in lines),
-                       self.owner)
+        """The stamped file: a ``# comment`` header line, then one rule per line. The comment names the disk by what
+        the disk says of itself (its model), so it keeps printable ASCII but the backslash, on one line: a line
+        break would end the comment, and udev joins a line ending in a backslash to the next, swallowing the rule."""
+        comment = "".join(c if " " <= c <= "~" and c != "\\" else "?" for c in comment.replace("\n", " "))
+        return stamped("# %s\n" % comment + "".join(l + "\n" for l in lines), self.owner)
 
     def file(self, identity, content, adopt=False):
         """The rule as an engine setting; ``content`` None removes it."""
