@@ -216,13 +216,26 @@ def exec_properties(steps, tools):
     return props, command
 
 
+# The window's end runs as root (rm, rmdir, systemctl over systemd's private socket): sandboxed to the two runtime
+# drop-in directories it empties and nothing else (docs/reliability.md, "What runs on the host": exposure measured in
+# the lab). ``-``: a directory that is not there is no error.
+SANDBOX = ("ProtectSystem=strict", "ReadWritePaths=-%s -%s" % (SYSTEMD_RUNTIME_DIR, sd.RUNTIME_CONTROL_DIR),
+           "ProtectHome=yes", "PrivateTmp=yes", "PrivateDevices=yes", "PrivateNetwork=yes", "IPAddressDeny=any",
+           "RestrictAddressFamilies=AF_UNIX", "NoNewPrivileges=yes", "CapabilityBoundingSet=",
+           "ProtectKernelTunables=yes", "ProtectKernelModules=yes", "ProtectKernelLogs=yes",
+           "ProtectControlGroups=yes", "ProtectClock=yes", "ProtectHostname=yes", "ProtectProc=invisible",
+           "RestrictNamespaces=yes", "RestrictRealtime=yes", "RestrictSUIDSGID=yes", "LockPersonality=yes",
+           "MemoryDenyWriteExecute=yes", "RemoveIPC=yes", "KeyringMode=private", "UMask=0077",
+           "SystemCallArchitectures=native", "SystemCallFilter=@system-service")
+
+
 def timer_argv(unit, on_boot_ms, end, tools):
     """``systemd-run`` for the timer that ends the window at ``on_boot_ms`` after boot (at ``end``, UTC ISO)."""
     props, command = exec_properties(end_steps(unit), tools)
     return [tools["systemd-run"], "--on-boot=%dms" % on_boot_ms, "--unit=" + unit_base(unit),
             "--description=%s: ends the boost window of %s at %s" % (STAMP, unit, end),
             "--timer-property=AccuracySec=1s", "--timer-property=RemainAfterElapse=no",
-            "--collect", "--property=Type=oneshot"] + props + ["--"] + command
+            "--collect", "--property=Type=oneshot"] + ["--property=" + p for p in SANDBOX] + props + ["--"] + command
 
 
 # ---------------------------------------------------------------------------------------------

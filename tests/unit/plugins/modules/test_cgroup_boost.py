@@ -358,7 +358,11 @@ def test_the_timer_runs_the_steps_the_module_runs():
         "2026-12-04T02:00:00Z",
         "--timer-property=AccuracySec=1s", "--timer-property=RemainAfterElapse=no", "--collect",
         "--property=Type=oneshot"]
-    assert argv[8:] == [
+    sandbox = argv[8:8 + len(_cgroup_boost.SANDBOX)]
+    assert sandbox[:2] == ["--property=ProtectSystem=strict",
+                           "--property=ReadWritePaths=-/run/systemd/system -/run/systemd/system.control"]
+    assert all(p.startswith("--property=") and not p.startswith("--property=Exec") for p in sandbox)
+    assert argv[8 + len(sandbox):] == [
         "--property=ExecStartPre=/usr/bin/rm -f -- /run/systemd/system/ai-training.slice.d/"
         "60-aiinfra-io-isolation-boost.conf",
         "--property=ExecStartPre=-/usr/bin/rmdir -- /run/systemd/system/ai-training.slice.d",
