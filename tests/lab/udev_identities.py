@@ -6,9 +6,11 @@
 the data disk's serial behind a leading space (a trimmed copy would match the data disk and never its own) and one
 full of udev's syntax (a quote, ``$``, ``%``, a backslash, globs, ``|``, a comma) - then:
 
-1. blk_queue on each hostile disk is refused, naming the disk, and leaves the host as it was (no rule file, the
-   queue's read_ahead_kb unchanged); on the data disk it writes its rule;
-2. ``udevadm test`` of every virtio disk: the data disk's rule matches the data disk alone;
+1. blk_queue on each data disk either refuses, naming the disk, and leaves the host as it was (no rule file, the
+   queue's read_ahead_kb unchanged), or writes a rule keyed by an identity that is the disk's alone (the leading-
+   space copy shares its serial, as udev and the collection compare it, with the data disk: it gets its by-path
+   identity);
+2. ``udevadm test`` of every virtio disk: each written rule fires for its own disk and no other;
 3. rules the collection renders for COUNT generated serials (near misses of the disks' serials - case, prefix,
    suffix, a leading or trailing space - and random printable ASCII), each with its own read_ahead_kb value and
    file, are installed together, and ``udevadm test`` of each disk shows which fired: exactly the rules whose
@@ -97,8 +99,11 @@ def generated(rng, serials, count):
     for s in serials:
         out += [s, s.upper(), s.lower(), s[1:], s[:-1], s + "x", "x" + s, " " + s, s + " ", s.strip(), s + "*",
                 s[:-1] + "?", s.replace("-", "_")]
+    safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:+@-"
     while len(out) < count * 2:
-        out.append("".join(chr(rng.randint(32, 126)) for _ in range(rng.randint(1, 20))))
+        # half of them from the characters a rule may hold, so that many rules are rendered and tried
+        n = rng.randint(1, 20)
+        out.append("".join(rng.choice(safe) if len(out) % 2 else chr(rng.randint(32, 126)) for _ in range(n)))
     seen, unique = set(), []
     for s in out:
         if s and s not in seen:
@@ -133,31 +138,34 @@ def main():
         shown = disks(name)
         say("virtio disks and their serials as the kernel shows them: %s"
             % ", ".join("%s %r" % (d, s.decode("utf-8", "replace")) for d, s in sorted(shown.items())))
-        by_serial = dict((udev_sees(s), d) for d, s in shown.items())
-        data = by_serial[DATA_SERIAL]
-        hostile = [d for d, s in sorted(shown.items()) if s.decode("utf-8", "replace") in HOSTILE]
-        assert len(hostile) == len(HOSTILE), shown
+        assert sorted(udev_sees(s) for s in shown.values()) == sorted(["lab-root", DATA_SERIAL] + [
+            h.rstrip() for h in HOSTILE]), shown
 
-        # 1. the module on each disk
-        for dev in hostile:
+        # 1. the module on each data disk: a refusal that changes nothing, or a rule; 2. each rule, under udevadm
+        # test, fires for its own disk and no other
+        written = {}
+        for dev in sorted(d for d in shown if d != "vda"):
             before = guest(name, "cat /sys/block/%s/queue/read_ahead_kb; ls /etc/udev/rules.d" % dev).stdout
             result = module(a.bin, inventory, name, {"device": dev, "read_ahead_kb": 512})
-            after = guest(name, "cat /sys/block/%s/queue/read_ahead_kb; ls /etc/udev/rules.d" % dev).stdout
-            assert result.get("failed") and "cannot match safely" in result["msg"] and dev in result["msg"], result
-            assert before == after, (before, after)
-            say("%s (serial %r): refused, nothing changed: %s" % (dev, shown[dev].decode(), result["msg"][:160]))
-        result = module(a.bin, inventory, name, {"device": data, "read_ahead_kb": 512})
-        assert not result.get("failed") and result["changed"], result
-        managed = [p for p in result.get("persisted_to", []) if p.startswith("/etc/udev/rules.d/")] or \
-            [p for d in result.get("devices", {}).values() for p in d.get("persisted_to", [])]
-        say("%s: rule written (%s)" % (data, ", ".join(managed) or json.dumps(result)[:200]))
-
-        # 2. udevadm test: the data disk's rule fires for the data disk alone
+            if result.get("failed"):
+                after = guest(name, "cat /sys/block/%s/queue/read_ahead_kb; ls /etc/udev/rules.d" % dev).stdout
+                assert "cannot match safely" in result["msg"] and dev in result["msg"], result
+                assert before == after, (before, after)
+                say("%s (serial %r): refused, nothing changed: %s" % (dev, shown[dev].decode(), result["msg"][:200]))
+                continue
+            record = result["devices"][0]
+            written[dev] = record["persisted_to"]
+            say("%s (serial %r): identity %s (%s), rule %s" % (dev, shown[dev].decode(), record["device"]["stable_id"],
+                                                                 record["device"].get("stable_id_note") or "-",
+                                                                 written[dev]))
+        assert DATA_SERIAL in [udev_sees(shown[d]) for d in written], "the data disk's own serial gives a rule"
         for dev in sorted(shown):
             files, _log = fired(name, dev)
             ours = set(f for f in files if not f.startswith(RULE_PREFIX))
-            assert bool(ours) == (dev == data), (dev, files)
-        say("udevadm test: the managed rule fired for %s only, of %s" % (data, ", ".join(sorted(shown))))
+            assert ours == set([written[dev]] if dev in written else []), (dev, files, written)
+        say("udevadm test: each rule fired for its own disk alone (%s)" % ", ".join(
+            "%s: %s" % (d, os.path.basename(f)) for d, f in sorted(written.items())))
+        guest(name, "rm -f %s" % " ".join(written.values()))
 
         # 3. the generated serials' rules, all installed at once
         rng = random.Random(a.seed)
