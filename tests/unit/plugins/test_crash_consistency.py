@@ -25,6 +25,7 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import sysctl as _sysctl
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import LIBEXEC_DIR, is_managed
 from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue, cgroup, host_profile, iocost, placement, sysctl
 from sim.blk_queue import queue_host
 from sim.iocost import SimIocost
@@ -74,13 +75,16 @@ class Host(object):
         setattr(obj, name, counted)
 
     def snapshot(self):
-        files = {}
+        files, modes = {}, {}
         for dirpath, _dirs, names in os.walk(self.root):
             for name in names:
                 path = os.path.join(dirpath, name)
                 with open(path, "rb") as f:
                     files[path[len(self.root):]] = f.read().decode("utf-8", "replace")
-        state = {"files": files, "kernel": dict(getattr(self.fs, "state", {})), "extra": self.extra_state()}
+                st = os.stat(path)
+                modes[path[len(self.root):]] = (st.st_mode & 0o7777, st.st_uid)
+        state = {"files": files, "modes": modes, "kernel": dict(getattr(self.fs, "state", {})),
+                 "extra": self.extra_state()}
         if self.systemd is not None:
             state["loaded"] = self.systemd.loaded
             state["units"] = dict((n, (u.get("active"), u.get("running_slice"))) for n, u in self.systemd.units.items())
@@ -186,6 +190,24 @@ def test_every_crash_point_is_reported_by_check_mode_and_repaired_by_the_next_ru
         assert again["changed"] is False, (n, json.dumps(again.get("diff"), indent=1)[:3000], host.snapshot()["units"])
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_file_written_has_its_declared_mode_and_owner(case, tmp_path, monkeypatch, run):
+    """Each file the collection writes gets the mode its declaration gives (persist: 0644, the boot helpers 0755),
+    whatever the umask, and belongs to the user that ran the module (root on a host)."""
+    build, main, args = CASES[case]
+    host = build(tmp_path / "host", monkeypatch)
+    old = os.umask(0o077)
+    try:
+        assert not run(main, args).get("failed")
+    finally:
+        os.umask(old)
+    snap = host.snapshot()
+    ours = dict((p, snap["modes"][p]) for p, text in snap["files"].items() if is_managed(text))
+    assert ours, "the case writes files"
+    for path, (mode, uid) in sorted(ours.items()):
+        assert mode == (0o755 if path.startswith(LIBEXEC_DIR + "/") else 0o644) and uid == os.getuid(), (path, oct(mode))
+
+
 def _unstarted_slices_aside(got, want):
     """``got`` and ``want`` without the running state of the slices ``got`` has loaded but not started (their
     cgroupfs directories and active flags); what systemd loaded for them stays compared."""
@@ -197,6 +219,7 @@ def _unstarted_slices_aside(got, want):
                 top = "/sys/fs/cgroup/%s/" % unit
                 for path in [p for p in snap["files"] if p.startswith(top)]:
                     snap["files"].pop(path)
+                    snap["modes"].pop(path, None)
     return got, want
 
 
