@@ -35,8 +35,8 @@ on() { "${LAB[@]}" ssh "$NAME" -- "$@"; }
 cut_power() { "${LAB[@]}" reboot "$NAME" --hard; }
 # Every file the collection manages on the host, with its size and checksum (its stamp names it).
 # shellcheck disable=SC2016  # the guest's shell expands it
-MANAGED='grep -rlIZ "Managed by Ansible (aiinfra.io_isolation)" /etc /usr/local/libexec /var/lib/aiinfra-io_isolation
-         2>/dev/null | sort -z | xargs -0 -r sha256sum | while read -r sum path; do
+MANAGED='grep -rlIZ "Managed by Ansible (aiinfra.io_isolation)" /etc /usr/local/libexec /var/lib/aiinfra-io_isolation \
+         2>/dev/null | sort -z | xargs -0 -r sha256sum | while read -r sum path; do \
          echo "$sum $(stat -c %s "$path") $path"; done'
 
 # 1. one module call, then the power cut at once
