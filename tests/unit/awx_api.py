@@ -143,6 +143,9 @@ def _check_create(store, endpoint, data):
         store.find("inventories", data["inventory"])
         if not re.match(r"^[\w./-]+\.ya?ml$", data["playbook"]):
             raise Refused(400, {"playbook": ["Playbook not found for project."]})
+        slices = data.get("job_slice_count", 1)
+        if not isinstance(slices, int) or slices < 1:
+            raise Refused(400, {"job_slice_count": ["Ensure this value is greater than or equal to 1."]})
     if endpoint == "schedules":
         rrule = data.get("rrule") or ""
         if "DTSTART" not in rrule or "RRULE:" not in rrule:

@@ -43,9 +43,9 @@ def created(tmp_path_factory):
     """The objects after a first and a second run."""
     tmp = tmp_path_factory.mktemp("awx")
     with FakeAWX() as awx:
-        first = run(awx, tmp)
+        first = run(awx, tmp, "-e", "awx_job_slice_count=4")
         writes = len(awx.store.requests)
-        second = run(awx, tmp)
+        second = run(awx, tmp, "-e", "awx_job_slice_count=4")
         yield awx, first, second, writes
 
 
@@ -87,6 +87,8 @@ def test_job_templates_run_the_playbooks_with_become_and_sized_timeouts(created)
         assert jt["playbook"] == "playbooks/%s.yml" % key
         assert jt["become_enabled"] is True and jt["timeout"] == timeout, (key, jt["timeout"])
         assert jt["ask_limit_on_launch"] is True
+        # the fleet-wide jobs sliced across execution nodes (awx_job_slice_count), the others one job
+        assert jt["job_slice_count"] == (4 if key in ("site", "verify") else 1), (key, jt["job_slice_count"])
         assert awx.store.subs[("job_templates", jt["id"], "credentials")] == [cred["id"]]
 
 
@@ -137,6 +139,7 @@ def test_hourly_verify_schedule_and_the_workflow(created):
     (["-e", '{"awx_surveys": {"site": ["io_isolation_serial"], "calibrate": ["calibration_repeats"],'
             ' "training_boost": ["training_boost_seconds"]}}'],
      "io_isolation_serial: not an option"),
+    (["-e", "awx_job_slice_count=0"], "site: expected duration 1372, job slices 0 (give a whole number, at least 1)"),
 ])
 def test_bad_settings_fail_before_any_write(tmp_path, extra, message):
     with FakeAWX() as awx:
