@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
 # Copyright (c) 2026 aiinfra.io_isolation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -18,7 +18,7 @@ full of udev's syntax (a quote, ``$``, ``%``, a backslash, globs, ``|``, a comma
 
 The unit test tests/unit/plugins/module_utils/test_udev_identities.py checks the same property against a model of
 udev over 10,000 identities; this checks the model against udev.
-  usage: tests/lab/udev_identities.py VENV_BIN [--guest debian12|debian13] [--count N] [--seed S]
+  usage: python3 tests/lab/udev_identities.py VENV_BIN [--guest debian12|debian13] [--count N] [--seed S]
 """
 
 import argparse
@@ -58,7 +58,7 @@ def disks(name):
                       "| tr -d ' \\n'); done").stdout
     found = {}
     for line in out.splitlines():
-        dev, _, hexed = line.partition(" ")
+        dev, _sep, hexed = line.partition(" ")
         found[dev] = bytes.fromhex(hexed)
     return found
 
@@ -72,7 +72,7 @@ def module(bin_dir, inventory, name, args):
     env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
                ANSIBLE_COLLECTIONS_PATH="%s/.cache/collections:%s/.cache/installed" % (REPO, REPO))
     r = subprocess.run([os.path.join(bin_dir, "ansible"), "-i", inventory, name, "-m", "aiinfra.io_isolation.blk_queue",
-                        "-a", json.dumps(args)], text=True, capture_output=True, env=env)
+                        "-a", json.dumps(args)], text=True, capture_output=True, env=env, check=False)
     try:
         return json.loads(r.stdout)["plays"][0]["tasks"][0]["hosts"][name]
     except (ValueError, KeyError, IndexError):
@@ -103,7 +103,7 @@ def generated(rng, serials, count):
     while len(out) < count * 2:
         # half of them from the characters a rule may hold, so that many rules are rendered and tried
         n = rng.randint(1, 20)
-        out.append("".join(rng.choice(safe) if len(out) % 2 else chr(rng.randint(32, 126)) for _ in range(n)))
+        out.append("".join(rng.choice(safe) if len(out) % 2 else chr(rng.randint(32, 126)) for _i in range(n)))
     seen, unique = set(), []
     for s in out:
         if s and s not in seen:
@@ -113,7 +113,7 @@ def generated(rng, serials, count):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     p.add_argument("bin", help="the venv's bin directory (ansible)")
     p.add_argument("--guest", default="debian12")
     p.add_argument("--count", type=int, default=400)
@@ -155,9 +155,9 @@ def main():
                 continue
             record = result["devices"][0]
             written[dev] = record["persisted_to"]
-            say("%s (serial %r): identity %s (%s), rule %s" % (dev, shown[dev].decode(), record["device"]["stable_id"],
-                                                                 record["device"].get("stable_id_note") or "-",
-                                                                 written[dev]))
+            identity = record["device"]
+            say("%s (serial %r): identity %s (%s), rule %s" % (
+                dev, shown[dev].decode(), identity["stable_id"], identity.get("stable_id_note") or "-", written[dev]))
         assert DATA_SERIAL in [udev_sees(shown[d]) for d in written], "the data disk's own serial gives a rule"
         for dev in sorted(shown):
             files, _log = fired(name, dev)

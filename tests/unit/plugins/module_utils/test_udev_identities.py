@@ -25,7 +25,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost as _iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import BlockDevice, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import PersistError, udev_match
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import PersistError
 
 EXAMPLES = 10000
 ROOT = tempfile.mkdtemp(prefix="udev-identities-")
