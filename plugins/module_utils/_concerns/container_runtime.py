@@ -31,8 +31,9 @@ so. A file that does not parse is refused with nothing written.
 The placement check (``check``): every container's cgroup is read from cgroupfs (``docker-<id>.scope``,
 ``libpod-<id>.scope`` below any slice; no runtime command, so it works whether or not the daemon answers), and a
 container outside its tenant's slice is reported in ``outside``: a runtime listed in ``runtimes`` expects its
-containers below its slice; any other runtime's containers (started with ``--cgroup-parent`` by the user's own
-tooling) below one of ``tenant_slices``. The check writes nothing and changes nothing.
+containers below its slice or one of ``tenant_slices`` (a Podman container started with
+``--cgroup-parent=inference.slice`` by the user's own tooling is placed, not only the ones in ``machine.slice``); any
+other runtime's containers below one of ``tenant_slices``. The check writes nothing and changes nothing.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -343,11 +344,13 @@ def below(cgroup, slice_name):
 
 
 def check(fs, expected, tenant_slices):
-    """The running containers, each with where it is expected (its runtime's slice, else any tenant slice) and
-    whether it is outside."""
+    """The running containers, each with where it is expected (its runtime's slice or any tenant slice: a container
+    started with ``--cgroup-parent`` into a tenant's slice is placed, whichever runtime started it) and whether it is
+    outside."""
     out = []
     for c in containers(fs):
-        want = [expected[c["runtime"]]] if c["runtime"] in expected else list(tenant_slices)
+        own = [expected[c["runtime"]]] if c["runtime"] in expected else []
+        want = own + [s for s in tenant_slices if s not in own]
         c["expected"] = want
         c["outside"] = bool(want) and not any(below(c["cgroup"], s) for s in want)
         out.append(c)

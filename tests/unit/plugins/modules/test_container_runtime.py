@@ -227,12 +227,16 @@ def test_the_placement_check(lab):
     podman_placed = lab.sim.run_container("podman", cgroup_parent="inference.slice")
     podman_default = lab.sim.run_container("podman")
     nested = lab.sim.run_container("docker", cgroup_parent="training-jobs.slice")
+    # the listed runtime's container sent to the other tenant's slice by the user's tooling: placed (the colocated
+    # scenario's Podman container with --cgroup-parent=inference.slice where Podman serves inference)
+    other_tenant = lab.sim.run_container("docker", cgroup_parent="inference.slice")
     r = lab.run(runtimes=DOCKER, tenant_slices=["inference.slice"])
     found = dict((c["cgroup"], c) for c in r["containers"])
-    assert set(found) == {placed, by_hand, podman_placed, podman_default, nested}
+    assert set(found) == {placed, by_hand, podman_placed, podman_default, nested, other_tenant}
     assert [c["cgroup"] for c in r["outside"]] == [by_hand, podman_default]
     assert found[podman_default]["expected"] == ["inference.slice", "training.slice"]
-    assert found[by_hand]["expected"] == ["training.slice"]
+    assert found[by_hand]["expected"] == ["training.slice", "inference.slice"]
+    assert found[other_tenant]["outside"] is False
     assert found[nested]["outside"] is False and len(found[placed]["id"]) == 12
     assert any("podman container %s runs in %s, outside inference.slice and training.slice"
                % (found[podman_default]["id"], podman_default) in w for w in lab.warnings)
