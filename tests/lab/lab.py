@@ -1026,23 +1026,23 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
     v = disks["virtio-data"]
     vaddr = PCI_VDATA
     if renumber:
-        spare = inst.dir / "virtio-spare.raw"
-        if not spare.exists():
-            with open(spare, "wb") as fh:
-                fh.truncate(VIRTIO_SPARE_SIZE)
-        args += ["-drive", f"if=none,id=d-virtio-spare,file={spare},format=raw,cache=writeback",
-                 "-device", f"virtio-blk-pci,drive=d-virtio-spare,addr=0x{PCI_VDATA:x},serial={VIRTIO_SPARE_SERIAL}"]
+        args += _small_virtio_disk(inst, "virtio-spare", PCI_VDATA, VIRTIO_SPARE_SERIAL)
         vaddr = PCI_VDATA_RENUMBERED
     args += ["-device", f"virtio-blk-pci,drive=d-virtio-data,addr=0x{vaddr:x},serial={v['serial']}"]
     for i, (serial, slot) in enumerate(zip(identity or [], PCI_IDENTITY_SLOTS)):
-        disk = inst.dir / f"identity-{i}.raw"
-        if not disk.exists():
-            with open(disk, "wb") as fh:
-                fh.truncate(VIRTIO_SPARE_SIZE)
-        # QEMU's option syntax: a comma in a value is written twice
-        args += ["-drive", f"if=none,id=d-identity-{i},file={disk},format=raw,cache=writeback",
-                 "-device", f"virtio-blk-pci,drive=d-identity-{i},addr=0x{slot:x},serial={serial.replace(',', ',,')}"]
+        args += _small_virtio_disk(inst, f"identity-{i}", slot, serial)
     return args
+
+
+def _small_virtio_disk(inst: Instance, name: str, slot: int, serial: str) -> list[str]:
+    """QEMU arguments for a small sparse virtio disk ``<name>.raw`` in the instance dir (made once) at PCI ``slot``."""
+    disk = inst.dir / f"{name}.raw"
+    if not disk.exists():
+        with open(disk, "wb") as fh:
+            fh.truncate(VIRTIO_SPARE_SIZE)
+    # QEMU's option syntax: a comma in a value is written twice
+    return ["-drive", f"if=none,id=d-{name},file={disk},format=raw,cache=writeback",
+            "-device", f"virtio-blk-pci,drive=d-{name},addr=0x{slot:x},serial={serial.replace(',', ',,')}"]
 
 
 def _start_qemu(inst: Instance, common: list[str]) -> tuple[int, dict]:

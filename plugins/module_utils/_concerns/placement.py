@@ -47,7 +47,9 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import slice_path, validate_unit_name
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import (
+    expected_cgroup, validate_unit_name,
+)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
     PLACEMENT_DROPIN_NAME, SYSTEMD_UNIT_DIR, ManagedFile, owned_units, owner, stamped,
 )
@@ -162,12 +164,6 @@ def own_slice(fs, unit, info):
     """The slice a unit's own files give it, without this module's drop-in."""
     slices = [value for _path, value in loaded_slices(fs, info)]
     return (slices[-1] if slices else "") or default_slice(unit)
-
-
-def expected_cgroup(unit, slice_name):
-    """The ``ControlGroup`` of ``unit`` once it runs in ``slice_name``."""
-    rel = slice_path(slice_name)
-    return "/%s%s" % (rel + "/" if rel else "", unit)
 
 
 # ---------------------------------------------------------------------------------------------

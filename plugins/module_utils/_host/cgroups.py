@@ -62,6 +62,12 @@ def slice_path(name):
     return "/".join("-".join(parts[:i + 1]) + ".slice" for i in range(len(parts)))
 
 
+def expected_cgroup(unit, slice_name):
+    """The ``ControlGroup`` of ``unit`` once it runs in ``slice_name``."""
+    rel = slice_path(slice_name)
+    return "/%s%s" % (rel + "/" if rel else "", unit)
+
+
 def resolve(name, root=CGROUP_ROOT):
     """Map a unit name or a path below the cgroup root to an absolute cgroupfs directory.
 

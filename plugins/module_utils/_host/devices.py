@@ -198,13 +198,13 @@ class DeviceResolver:
         self._disks = None
 
     # -- low-level reads ----------------------------------------------------------------
-    def _read(self, path):
-        """Stripped attribute text, or None if absent/unreadable ('' stays '')."""
+    def _read(self, path, trim=str.strip):
+        """Attribute text, ``trim``med (stripped by default), or None if absent/unreadable ('' stays '')."""
         try:
             value = self.fs.read(path)
         except KernelFileError:
             return None
-        return value.strip() if value is not None else None
+        return trim(value) if value is not None else None
 
     def _read_nonempty(self, path):
         value = self._read(path)
@@ -214,12 +214,8 @@ class DeviceResolver:
         """An identity a udev rule may match (``ATTR{serial}``, ``ATTRS{wwid}``) as udev compares it: trailing
         whitespace dropped, leading whitespace kept, so that a rule is never written for a value the device does
         not show (persist.udev_value refuses it instead). None if absent or empty."""
-        try:
-            value = self.fs.read(path)
-        except KernelFileError:
-            return None
-        value = (value or "").rstrip()
-        return value if value.strip() else None
+        value = self._read(path, trim=str.rstrip)
+        return value if value and value.strip() else None
 
     def _read_int(self, path):
         value = self._read(path)

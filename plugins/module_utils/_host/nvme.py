@@ -180,7 +180,7 @@ class ControllerResolver:
                                   selector=selector, candidates=self._candidates())
         by_serial = [c for c in ctrls.values() if c.serial and c.serial.strip() == selector]
         if not by_serial:
-            by_serial = [c for c in ctrls.values() if c.serial and c.serial.lower() == selector.lower()]
+            by_serial = [c for c in ctrls.values() if c.serial and c.serial.strip().lower() == selector.lower()]
         if len(by_serial) == 1:
             return self._found(by_serial[0], selector, "controller serial")
         if len(by_serial) > 1:

@@ -39,7 +39,7 @@ from decimal import Decimal
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabilities import parse_systemd_version
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import (
-    CGROUP_ROOT, is_unit_name, resolve, slice_path, validate_unit_name,
+    CGROUP_ROOT, expected_cgroup, is_unit_name, resolve, validate_unit_name,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
@@ -961,8 +961,8 @@ class UnitState(Setting):
         _rc, out, _err = self.runner.run(show_argv(self.unit, ["Slice", "ControlGroup"]))
         shown = dict((k, v[-1]) for k, v in parse_show(out).items())
         running, configured = shown.get("ControlGroup") or "", shown.get("Slice") or ""
-        parent = slice_path(configured) if configured else None
-        if not running or (parent is not None and running.rsplit("/", 1)[0] != ("/" + parent if parent else "")):
+        # by the running unit's own name: the request may name an alias
+        if not running or (configured and running != expected_cgroup(running.rsplit("/", 1)[-1], configured)):
             return None
         path = CGROUP_ROOT + running
         return path if fs.isdir(path) else None

@@ -428,6 +428,10 @@ class SimSystemd(object):
         self._members()
         return 0, "", ""
 
+    def _moving(self, name):
+        """A running service or scope whose loaded files give it another slice than the one it runs in."""
+        return not name.endswith(".slice") and self.cgroup(name).rsplit("/", 1)[0] != self.cgroup(self.configured_slice(name))
+
     def _needs(self, name):
         """The controllers a unit's loaded configuration asks of its slice: io for an IO* directive, cpu for a CPU*
         one, both for Delegate=yes."""
@@ -449,7 +453,7 @@ class SimSystemd(object):
             here = self.cgroup(name).rsplit("/", 1)[0]
             running.setdefault(here, []).append(name)
         for here, names in sorted(running.items()):
-            members = [n for n in names if self.cgroup(self.configured_slice(n)) == here]
+            members = [n for n in names if not self._moving(n)]
             if len(members) == len(names):
                 continue
             need = set()
@@ -574,7 +578,7 @@ class SimSystemd(object):
         cg = self.cgroup(name)
         if not u["active"] or not self.fs.isdir(cg):
             return
-        if not name.endswith(".slice") and cg.rsplit("/", 1)[0] != self.cgroup(self.configured_slice(name)):
+        if self._moving(name):
             return      # runs outside the slice its files now give it: in no slice's members, nothing applied (lab)
         cfg = self.loaded[name]
         s, lists = cfg["scalars"], cfg["lists"]
