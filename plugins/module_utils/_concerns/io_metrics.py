@@ -8,8 +8,8 @@
 PRIVATE to aiinfra.io_isolation. Not a public API; it may change in any release.
 
 The exporter itself is ``_observability/io_metrics.py``; its paths on the host are declared in ``_host/persist.py``
-(``METRICS_*``). Removing it: its timer stopped and disabled, its service stopped, its units, launcher and library,
-and the files it wrote (its textfile, the recorded verify result, the latency state), as the role's
+(``METRICS_*``). Removing it: its timer stopped and disabled, its service stopped, its units and launcher, the
+package tree 0.1.0 copied, and the files it wrote (its textfile, the recorded verify result, the latency state), as the role's
 ``io_metrics_state: absent`` does.
 """
 
@@ -21,7 +21,7 @@ import shlex
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import Directory, ModuleError, Reconciler
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
-    METRICS_LIB_DIR, METRICS_UNIT, SYSTEMD_UNIT_DIR, ManagedFile,
+    METRICS_OLD_LIB_DIR, METRICS_UNIT, SYSTEMD_UNIT_DIR, ManagedFile,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._observability import io_metrics as _metrics
 
@@ -58,14 +58,14 @@ def outputs(service_text):
 
 
 def settings(fs, owned):
-    """The exporter's removal as engine settings: the stamped units and launcher, the files it wrote and its library
-    tree (files, then directories deepest first). ``owned``: the registry's files found."""
+    """The exporter's removal as engine settings: the stamped units and launcher, the files it wrote and the package
+    tree 0.1.0 copied (files, then directories deepest first). ``owned``: the registry's files found."""
     stamped = [p for o, p in owned if o == "io_metrics"]
     service = fs.read("%s/%s.service" % (SYSTEMD_UNIT_DIR, METRICS_UNIT))
     out = [ManagedFile(p, None) for p in stamped]
-    # unstamped: the exporter's own output and state files, and the collection's code copied as it is
+    # unstamped: the exporter's own output and state files, and the collection's code as 0.1.0 copied it
     out += [GoneFile(p) for p in outputs(service) if fs.exists(p)]
-    stack, dirs = [(METRICS_LIB_DIR, 0)], []
+    stack, dirs = [(METRICS_OLD_LIB_DIR, 0)], []
     while stack:
         path, depth = stack.pop()
         if not fs.isdir(path):

@@ -254,11 +254,12 @@ IOCOST_HELPER = BootHelper("iocost-apply", _boot_iocost_apply, "iocost")
 NVME_ARBITRATION_HELPER = BootHelper("nvme-arbitration-apply", _boot_nvme_arbitration_apply, "nvme_arbitration")
 BOOT_HELPERS = (IOCOST_HELPER, NVME_ARBITRATION_HELPER)
 
-# The io_metrics role's exporter: its systemd units, launcher (both stamped) and the module_utils copied below
-# its library directory (roles/io_metrics/vars/main.yml says the same; a unit test holds them equal).
+# The io_metrics role's exporter: its systemd units and its launcher, which carries the module_utils it imports (all
+# stamped), and where 0.1.0 copied those module_utils as a package tree, removed when found
+# (roles/io_metrics/vars/main.yml says the same; a unit test holds them equal).
 METRICS_UNIT = "aiinfra-io-metrics"
 METRICS_LAUNCHER = LIBEXEC_DIR + "/io-metrics"
-METRICS_LIB_DIR = "/usr/local/lib/aiinfra-io_isolation/io_metrics"
+METRICS_OLD_LIB_DIR = "/usr/local/lib/aiinfra-io_isolation/io_metrics"
 
 # The container runtimes' own configuration files, which the container_runtime module edits (a JSON merge, one TOML
 # key) and never owns: each one's original, byte for byte, is kept in a stamped copy below ORIGINALS_DIR until purge

@@ -65,34 +65,85 @@ def test_role_defaults_match_the_exporter_defaults():
 
 
 def render_role_template(name, **overrides):
+    """A role template rendered as the template module would (trim_blocks; the filters and lookup it uses)."""
     import jinja2
     values = yaml.safe_load(open(os.path.join(ROLE, "defaults", "main.yml")))
     values.update(yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml"))))
+    values.update(role_path=ROLE, __io_metrics_module_utils=MODULE_UTILS)
     values.update(overrides)
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    env.filters["dirname"] = os.path.dirname     # ansible's filter, as the template module has it
-    # role vars refer to each other (the package dir is below the lib dir)
-    for key in ("__io_metrics_package_dir",):
-        values[key] = env.from_string(values[key]).render(values)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True)
+    env.filters["dirname"] = os.path.dirname
+    env.filters["to_json"] = json.dumps
+
+    def lookup(plugin, path, rstrip=True):
+        assert plugin == "ansible.builtin.file"
+        text = open(path).read()
+        return text.rstrip() if rstrip else text
+    env.globals["lookup"] = lookup
     return env.from_string(open(os.path.join(ROLE, "templates", name)).read()).render(values)
 
 
-def test_the_installed_tree_runs_on_the_standard_library_alone(tmp_path):
-    """The role's layout, built here: the INSTALLED files and the launcher, run with -I -S (no site-packages, so
-    no ansible): its output is the same as the exporter's in this process."""
-    h = lab_host(tmp_path)
-    lib = tmp_path / "lib"
-    package = lib / "ansible_collections" / "aiinfra" / "io_isolation" / "plugins" / "module_utils"
-    package.mkdir(parents=True)
-    for name in m.INSTALLED:
-        (package / name).parent.mkdir(exist_ok=True)
-        shutil.copy(os.path.join(MODULE_UTILS, name), str(package / name))
-    launcher = tmp_path / "io-metrics"
-    launcher.write_text(render_role_template("io-metrics.py.j2", __io_metrics_lib_dir=str(lib)))
-    proc = subprocess.run([sys.executable, "-I", "-S", str(launcher), "--root", h.root, "--stdout"],
+def carried(launcher_text):
+    """The launcher's SOURCES: module_utils file -> the text it carries."""
+    for node in ast.parse(launcher_text).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["SOURCES"]:
+            return ast.literal_eval(node.value)
+    raise AssertionError("no SOURCES in the launcher")
+
+
+def run_launcher(launcher, *args):
+    """The launcher with -I -S: no site-packages (so no ansible), no script directory, no PYTHON* variables."""
+    return subprocess.run([sys.executable, "-I", "-S", str(launcher)] + list(args),
                           capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_launcher_carries_the_files_and_runs_on_the_standard_library_alone(tmp_path):
+    """One file, the INSTALLED module_utils in it byte for byte; run with -I -S its output is the exporter's in this
+    process."""
+    h = lab_host(tmp_path)
+    text = render_role_template("io-metrics.py.j2")
+    assert text.splitlines()[0].startswith("# Managed by Ansible (aiinfra.io_isolation)")
+    sources = carried(text)
+    assert list(sources) == list(m.INSTALLED)
+    assert all(sources[n] == open(os.path.join(MODULE_UTILS, n)).read() for n in m.INSTALLED)
+    launcher = tmp_path / "io-metrics"
+    launcher.write_text(text)
+    proc = run_launcher(launcher, "--root", h.root, "--stdout")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == EXPECTED
+
+
+def test_a_failure_in_the_carried_code_shows_its_lines(tmp_path):
+    """A traceback from the carried code names the file and shows the line, as from an installed tree."""
+    copy = tmp_path / "module_utils"
+    shutil.copytree(MODULE_UTILS, str(copy))
+    exporter = copy / "_observability" / "io_metrics.py"
+    text = exporter.read_text()
+    exporter.write_text(text.replace("def main(argv=None, out=None):",
+                                     "def main(argv=None, out=None):\n    raise RuntimeError('carried')  # the line", 1))
+    assert exporter.read_text() != text
+    launcher = tmp_path / "io-metrics"
+    launcher.write_text(render_role_template("io-metrics.py.j2", __io_metrics_module_utils=str(copy)))
+    proc = run_launcher(launcher, "--stdout")
+    assert proc.returncode == 1
+    assert "io-metrics:_observability/io_metrics.py" in proc.stderr and "raise RuntimeError('carried')  # the line" in proc.stderr
+
+
+def test_ansible_renders_the_launcher_the_same(tmp_path):
+    """The template module's own rendering (its to_json, its file lookup) gives the file these tests check."""
+    dest = tmp_path / "io-metrics"
+    playbook = tmp_path / "pb.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "vars_files": [
+        os.path.join(ROLE, "defaults", "main.yml"), os.path.join(ROLE, "vars", "main.yml")], "tasks": [
+        {"ansible.builtin.template": {"src": os.path.join(ROLE, "templates", "io-metrics.py.j2"), "dest": str(dest)},
+         "vars": {"role_path": ROLE}}]}]))
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps({"all": {"hosts": {"localhost": {}}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}))
+    proc = ansible_playbook("-i", inventory, playbook)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert dest.read_text() == render_role_template("io-metrics.py.j2")
+    assert run_launcher(dest, "--help").returncode == 0
 
 
 def test_the_service_runs_the_exporter_with_arguments_it_accepts():
@@ -146,7 +197,7 @@ def run_role(tmp_path, tasks_from, extra, check=False):
 
 def role_paths(tmp_path):
     """Every path the role writes, moved below tmp_path (role vars and defaults, overridden as extra vars)."""
-    return {"__io_metrics_lib_dir": str(tmp_path / "lib"), "__io_metrics_launcher": str(tmp_path / "libexec" / "io-metrics"),
+    return {"__io_metrics_old_lib_dir": str(tmp_path / "lib"), "__io_metrics_launcher": str(tmp_path / "libexec" / "io-metrics"),
             "__io_metrics_unit_dir": str(tmp_path / "units"), "io_metrics_textfile_dir": str(tmp_path / "textfile"),
             "io_metrics_verify_file": str(tmp_path / "state" / "verify-result.json")}
 
@@ -226,6 +277,6 @@ def test_the_role_installs_where_purge_looks():
     assert role["__io_metrics_unit"] == _persist.METRICS_UNIT
     assert role["__io_metrics_unit_dir"] == _persist.SYSTEMD_UNIT_DIR
     assert role["__io_metrics_launcher"] == _persist.METRICS_LAUNCHER
-    assert role["__io_metrics_lib_dir"] == _persist.METRICS_LIB_DIR
+    assert role["__io_metrics_old_lib_dir"] == _persist.METRICS_OLD_LIB_DIR
     assert role["__io_metrics_output"] == m.OUTPUT_NAME
     assert role["__io_metrics_stamp"].startswith(_persist.STAMP)

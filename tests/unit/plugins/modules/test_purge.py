@@ -7,7 +7,7 @@ import os
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
-    BLK_QUEUE_RULES, IOCOST_HELPER, IOCOST_RULES, METRICS_LAUNCHER, METRICS_LIB_DIR, NVME_ARBITRATION_HELPER,
+    BLK_QUEUE_RULES, IOCOST_HELPER, IOCOST_RULES, METRICS_LAUNCHER, METRICS_OLD_LIB_DIR, NVME_ARBITRATION_HELPER,
     NVME_ARBITRATION_RULES, SYSCTL_CONF, stamped,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.modules import cgroup, purge
@@ -102,8 +102,8 @@ def test_purge_removes_the_metrics_exporter_and_what_it_wrote(tmp_path, monkeypa
     h.write("/etc/systemd/system/aiinfra-io-metrics.service", METRICS_SERVICE)
     h.write("/etc/systemd/system/aiinfra-io-metrics.timer", METRICS_STAMP + "[Timer]\nOnUnitActiveSec=30s\n")
     h.write(METRICS_LAUNCHER, METRICS_STAMP + "import sys\n")
-    code = METRICS_LIB_DIR + "/ansible_collections/aiinfra/io_isolation/plugins/module_utils"
-    h.write(code + "/_observability/io_metrics.py", "# the collection's code, copied as it is\n")
+    code = METRICS_OLD_LIB_DIR + "/ansible_collections/aiinfra/io_isolation/plugins/module_utils"
+    h.write(code + "/_observability/io_metrics.py", "# the collection's code, as 0.1.0 copied it\n")
     h.write(code + "/_observability/__pycache__/io_metrics.cpython-311.pyc", "x")
     h.write("/srv/prom/aiinfra_io_isolation.prom", "aiinfra_io_isolation_exporter_errors 0\n")
     h.write("/srv/prom/node.prom", "someone_elses 1\n")
@@ -117,7 +117,7 @@ def test_purge_removes_the_metrics_exporter_and_what_it_wrote(tmp_path, monkeypa
     assert check["changed"] and set(check["steps"]) == {"io_metrics"} and host.files() == before
     assert check["found"] == ["/etc/systemd/system/aiinfra-io-metrics.service",
                               "/etc/systemd/system/aiinfra-io-metrics.timer", METRICS_LAUNCHER]
-    assert check["diff"]["before"]["io_metrics: %s/_observability/io_metrics.py" % code] == "(41 bytes)"
+    assert check["diff"]["before"]["io_metrics: %s/_observability/io_metrics.py" % code] == "(44 bytes)"
     assert host.systemd.mutating_calls == []
 
     result = run_module(purge.main)
@@ -126,7 +126,7 @@ def test_purge_removes_the_metrics_exporter_and_what_it_wrote(tmp_path, monkeypa
     left = host.files()
     assert sorted(p for p in left if "metrics" in p or "prom" in p) == ["/srv/prom/node.prom"]
     assert os.path.exists(h.path("/var/lib/aiinfra-io_isolation/verify-result.json"))
-    assert not os.path.exists(h.path(METRICS_LIB_DIR)) and os.path.isdir(h.path("/srv/prom"))
+    assert not os.path.exists(h.path(METRICS_OLD_LIB_DIR)) and os.path.isdir(h.path("/srv/prom"))
     # the timer stopped and disabled and a run it started stopped before the files went, systemd reloaded after
     calls = [c[1:] for c in host.systemd.mutating_calls]
     assert calls == [["disable", "--now", "aiinfra-io-metrics.timer"], ["stop", "aiinfra-io-metrics.service"],
