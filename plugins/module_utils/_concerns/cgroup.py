@@ -200,7 +200,7 @@ class Request:
             value = self.values[knob.group][knob.key]
             if knob.codec.validate(value):
                 continue    # its form is reported by check_forms
-            available, source, what = knob.within(self.fs)
+            available, source, what = topology.available(self.fs, knob.within)
             self.errors.extend(topology.check_set(knob.codec, knob.codec.normalize(value), knob.name, available,
                                                   source, what))
 

@@ -24,7 +24,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import topology
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabilities import CHILD_IO_FILES
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
     CGROUP_FILES, MAX, CodecError, parse_rate,
@@ -73,9 +72,9 @@ class Knob:
     directive(s) that persist it in a drop-in; ``no_systemd``: why there is none, and what to use.
     ``proportional``: a weight; a missing file (controller off) is not its neutral value, because
     the group's share then goes to its parent. ``adapt``: turns accepted input forms into the
-    codec's form, returning (value, [(field, problem)]). ``within``: for a value that names host resources (a
-    cpuset's CPUs or nodes), ``within(fs)`` returns (the numbers the host has, the file that says so, what they
-    are); every number given must be among them, checked before any write.
+    codec's form, returning (value, [(field, problem)]). ``within``: for a value that names host resources, which
+    of them (``cpus``: online CPUs, ``mems``: nodes with memory; ``_topology.available`` reads them); every number
+    given must be among them, checked before any write.
     """
 
     def __init__(self, group, key, file, option, order, neutral=FROM_CODEC, per_device=False, line=None,
@@ -148,15 +147,6 @@ def _latency_target(value):
     return (value if isinstance(value, dict) else {"target": value}), []
 
 
-def _online_cpus(fs):
-    return topology.cpus(fs)["online"], topology.CPU_DIR + "/online", "CPU"
-
-
-def _memory_nodes(fs):
-    nodes, source = topology.memory_nodes(fs, with_source=True)
-    return nodes, source, "node"
-
-
 # No cpuset file is in CHILD_IO_FILES: the gate is the controller itself (cgroup.controllers of the root).
 CPUSET_GATE = ("the cpuset controller is not in the root's cgroup.controllers: the kernel is built without "
                "CONFIG_CPUSETS, or cpuset is bound to a cgroup v1 hierarchy (hybrid mode)")
@@ -214,8 +204,8 @@ KNOBS = (
          proportional=True),
     Knob("cpu", "max", "cpu.max", RAW, 31, neutral={"quota": MAX, "period": 100000},
          systemd=(Directive("CPUQuota", "quota"), Directive("CPUQuotaPeriodSec", "period"))),
-    _cpuset("cpus", "cpuset.cpus", 32, "AllowedCPUs", _online_cpus),
-    _cpuset("mems", "cpuset.mems", 33, "AllowedMemoryNodes", _memory_nodes),
+    _cpuset("cpus", "cpuset.cpus", 32, "AllowedCPUs", "cpus"),
+    _cpuset("mems", "cpuset.mems", 33, "AllowedMemoryNodes", "mems"),
 )
 
 

@@ -115,6 +115,15 @@ def memory_nodes(fs, with_source=False):
     return (found, source) if with_source else found
 
 
+def available(fs, kind):
+    """(numbers, the file that says so, what they are) a cpuset may name: ``cpus`` the online CPUs, ``mems`` the nodes
+    with memory."""
+    if kind == "cpus":
+        return cpus(fs)["online"], CPU_DIR + "/online", "CPU"
+    nodes, source = memory_nodes(fs, with_source=True)
+    return nodes, source, "node"
+
+
 def pci_node(fs, device_dir):
     """The NUMA node of a PCI device directory (``numa_node``); None for -1 (no affinity: one node, or firmware that
     does not say) and for a device without the file."""
