@@ -152,7 +152,7 @@ ansible_facts:
           description:
             - NVMe controllers by name, with the queue split the block layer uses.
             - C(numa_node) is the node of the controller's PCI function (C(device/numa_node)); V(null) where it reads
-              -1 (no affinity: one node, or firmware that does not say) and for fabrics controllers.
+              -1 (no affinity - one node, or firmware that does not say) and for fabrics controllers.
             - C(queue_cpus) lists, per queue type (C(default), C(read), C(poll)), the CPUs whose I/O those hardware
               queues serve (the union of their C(mq/*/cpu_list)); blk-mq maps the possible CPUs, so an offline CPU
               stays in it. V(null) when the hctx types are unavailable (debugfs not mounted, see C(queues.source)).

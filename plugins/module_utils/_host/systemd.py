@@ -509,7 +509,6 @@ class _Builder:
             self.plan.show[_show_name(period_directive)] = period
         self.plan.expected[knob.file] = dict(values)
 
-
     def cpu_set(self, knob, value):
         """AllowedCPUs=/AllowedMemoryNodes= in the kernel's list form, which systemd writes to cpuset.cpus/.mems
         as is (its cpu_set_to_range_string) and ``systemctl show`` prints back."""
