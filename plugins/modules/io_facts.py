@@ -203,7 +203,8 @@ ansible_facts:
         topology:
           description:
             - The CPU and NUMA topology, from sysfs only (no vendor tools), for placing tenants next to their disks
-              and accelerators. V(null) when sysfs could not be read (the reason is in RV(warnings)).
+              and accelerators. V(null) when sysfs could not be read (the reason is in
+              RV(ansible_facts.io_isolation.warnings)).
             - C(cpus) - C(online), C(possible) and C(offline) CPU numbers (C(/sys/devices/system/cpu)).
             - C(nodes) - each online node with its online C(cpus), C(memory_bytes) (the node's C(MemTotal)) and
               C(has_memory). A kernel without NUMA (no C(/sys/devices/system/node)) shows one node 0 with every
