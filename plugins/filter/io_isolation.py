@@ -12,7 +12,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
-    COST_COEFS, QOS_PARAMS, CodecError, parse_rate)
+    COST_COEFS, CPUSET_CPUS, QOS_PARAMS, CodecError, format_ranges, parse_rate)
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.iocost import KERNEL_CLASSES, kernel_class
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.placement import is_pattern, unit_problem
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import validate_unit_name
@@ -852,6 +852,174 @@ def drift_summary(results):
     return lines
 
 
+# CPU placement (issue 39): the words a tenant's <role>_cpus takes besides a CPU list. '' (or []) is no cpuset.
+CPU_WORDS = {"inference_cpus": ("auto", "poll"), "training_cpus": ("auto", "shared")}
+# Accelerators inference reads into: every display/3D/processing function but the display the firmware booted on
+# (a server's BMC graphics).
+PLACEMENT_POLICY = (
+    "inference auto: the online CPUs of the NUMA nodes of the data disks' NVMe controllers and of the accelerators "
+    "(the boot display excluded), memory on those nodes; inference poll: the online CPUs the data disks' poll queues "
+    "serve; training auto: the online CPUs inference does not get, memory on their nodes; shared or '': no cpuset "
+    "(every CPU)")
+
+
+def _cpu_request(v, name):
+    """(word, cpus): a <role>_cpus variable as ('', None), (word, None) or ('list', [cpus])."""
+    value = v.get(name)
+    if value is None or value == "" or value == []:
+        return "", None
+    if isinstance(value, str) and value.strip() in CPU_WORDS[name]:
+        return value.strip(), None
+    problems = CPUSET_CPUS.validate(value)
+    if problems:
+        raise AnsibleFilterError("%s is %s: give %s, a CPU list such as '0-3,8' or a list of CPU numbers, or '' for "
+                                 "none (%s)" % (name, _short(repr(value)), " or ".join(CPU_WORDS[name]),
+                                                problems[0].split(": ", 1)[1]))
+    return "list", CPUSET_CPUS.normalize(value)
+
+
+def _topology(facts):
+    topology = (facts or {}).get("topology") if isinstance(facts, dict) else None
+    if not isinstance(topology, dict) or not isinstance(topology.get("cpus"), dict):
+        raise AnsibleFilterError("the io_facts facts (ansible_facts.io_isolation) have no topology: run "
+                                 "aiinfra.io_isolation.io_facts from this collection's version 39 or later on the host")
+    return topology
+
+
+def _disk_controllers(facts, disks):
+    """[(disk selector, kernel name, NVMe controller name or None, its facts or None)] of the planned data disks."""
+    devices = (facts.get("devices") or {}).values()
+    controllers = facts.get("nvme") or {}
+    out = []
+    for disk in disks:
+        selector = str(disk.get("device")) if isinstance(disk, dict) else str(disk)
+        found = [d for d in devices if selector in _identity_names(d.get("identity") or {})]
+        name = found[0]["identity"]["name"] if found else None
+        ctrl = next((c for c, info in sorted(controllers.items()) if name and name in (info.get("namespaces") or [])),
+                    None)
+        out.append((selector, name, ctrl, controllers.get(ctrl)))
+    return out
+
+
+def _mems(topology, cpus):
+    """The nodes with memory whose online CPUs the set uses; None without NUMA (nothing to choose)."""
+    if not topology.get("numa"):
+        return None
+    nodes = [n["node"] for n in topology.get("nodes") or [] if set(n.get("cpus") or []) & set(cpus)]
+    return [n for n in nodes if n in (topology.get("memory_nodes") or [])] or None
+
+
+def _placed(cpus, topology, source):
+    return {"cpus": format_ranges(cpus), "mems": format_ranges(_mems(topology, cpus)) if _mems(topology, cpus)
+            else None, "source": source}
+
+
+def cpu_placement(facts, settings, disks=None):
+    """Where inference and training run (issue 39): ``{inference, training}``, each ``{cpus, mems, source}`` (a CPU
+    and node list for the cgroup module's ``cpu.cpus``/``cpu.mems``, or None for no cpuset), and ``policy``.
+
+    ``settings``: ``inference_cpus`` (a CPU list, ``auto``, ``poll`` or '') and ``training_cpus`` (a CPU list,
+    ``auto``, ``shared`` or ''); ``disks``: io_isolation_planned_disks (for ``auto`` and ``poll``); ``facts``:
+    ansible_facts.io_isolation (``topology``, ``nvme``, ``devices``). Refused, naming the variable: a CPU that is not
+    online, ``poll`` where a data disk has no poll queues (or their CPUs are unknown), and a result that leaves a
+    tenant no CPU.
+    """
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("cpu_placement: the role's variables must be one dict keyed by variable name, not %s"
+                                 % _short(repr(settings)))
+    topology = _topology(facts)
+    online = list(topology["cpus"].get("online") or [])
+    out = {"inference": {"cpus": None, "mems": None, "source": "no cpuset"},
+           "training": {"cpus": None, "mems": None, "source": "no cpuset"}, "policy": PLACEMENT_POLICY, "notes": []}
+    requests = dict((name, _cpu_request(settings, name)) for name in ("inference_cpus", "training_cpus"))
+    for name, (word, cpus) in requests.items():
+        offline = [c for c in cpus or [] if c not in online]
+        if offline:
+            raise AnsibleFilterError("%s %s: CPU %s %s not online on this host (online: %s); give CPUs from %s"
+                                     % (name, format_ranges(cpus), format_ranges(offline),
+                                        "is" if len(offline) == 1 else "are", format_ranges(online),
+                                        format_ranges(online)))
+    word, cpus = requests["inference_cpus"]
+    inference = None
+    if word == "list":
+        inference = cpus
+        out["inference"] = _placed(cpus, topology, "inference_cpus")
+    elif word in ("auto", "poll"):
+        planned = _disk_controllers(facts, _planned(disks, "inference_cpus: %s" % word))
+        inference, source = (_auto(topology, planned, online) if word == "auto" else _poll(planned, online))
+        if inference is None:
+            out["notes"].append("inference_cpus auto: %s; inference runs on every CPU" % source)
+        else:
+            out["inference"] = _placed(inference, topology, source)
+    word, cpus = requests["training_cpus"]
+    if word == "list":
+        out["training"] = _placed(cpus, topology, "training_cpus")
+        if inference is not None and not set(cpus) - set(inference):
+            out["notes"].append("training_cpus %s are all inference's CPUs too" % format_ranges(cpus))
+    elif word == "auto" and inference is not None:
+        rest = [c for c in online if c not in inference]
+        if not rest:
+            raise AnsibleFilterError(
+                "training_cpus auto: inference takes every online CPU (%s, from %s), so training would have none: "
+                "give training_cpus shared (both tenants on every CPU) or a CPU list, or narrow inference_cpus"
+                % (format_ranges(inference), out["inference"]["source"]))
+        out["training"] = _placed(rest, topology, "auto: the online CPUs inference does not get")
+    return out
+
+
+def _auto(topology, planned, online):
+    """(CPUs, source) of the nodes of the data disks' controllers and the accelerators; (None, why) when none is
+    known (no NUMA, or every node reads -1)."""
+    nodes, why = {}, []
+    for selector, _name, ctrl, info in planned:
+        if info is not None and info.get("numa_node") is not None:
+            nodes.setdefault(info["numa_node"], []).append("%s (%s)" % (ctrl, selector))
+    for acc in topology.get("accelerators") or []:
+        if not acc.get("boot_vga") and acc.get("node") is not None:
+            nodes.setdefault(acc["node"], []).append("%s %s" % (acc.get("vendor") or acc.get("vendor_id"),
+                                                                acc["address"]))
+    if not topology.get("numa") or not nodes:
+        return None, ("no NUMA node is known for the data disks and accelerators (%s)"
+                      % ("one node" if not topology.get("numa") else "their numa_node reads -1"))
+    by_node = dict((n["node"], n.get("cpus") or []) for n in topology.get("nodes") or [])
+    cpus = sorted(set(c for node in nodes for c in by_node.get(node, []) if c in online))
+    for node, what in sorted(nodes.items()):
+        why.append("node %d: %s" % (node, ", ".join(what)))
+    if not cpus:
+        raise AnsibleFilterError("inference_cpus auto: nodes %s have no online CPU (%s): give inference_cpus a CPU list"
+                                 % (format_ranges(nodes), "; ".join(why)))
+    return cpus, "auto: " + "; ".join(why)
+
+
+def _poll(planned, online):
+    """(CPUs, source): the online CPUs of the data disks' poll queues; refused where a disk has none."""
+    cpus, why = set(), []
+    if not planned:
+        raise AnsibleFilterError("inference_cpus poll: there are no planned data disks (io_isolation_planned_disks is "
+                                 "empty), so no poll queue to follow: give inference_cpus auto or a CPU list")
+    for selector, name, ctrl, info in planned:
+        if info is None:
+            raise AnsibleFilterError("inference_cpus poll: data disk %s (%s) is no NVMe namespace, and only NVMe "
+                                     "has poll queues: give inference_cpus auto or a CPU list"
+                                     % (selector, name or "not in io_facts"))
+        queue_cpus = info.get("queue_cpus")
+        if queue_cpus is None:
+            raise AnsibleFilterError("inference_cpus poll: the queue types of %s (%s) are unknown (%s): mount debugfs "
+                                     "(io_facts reads the hctx types there), or give a CPU list"
+                                     % (ctrl, selector, (info.get("queues") or {}).get("source")))
+        if not queue_cpus.get("poll"):
+            raise AnsibleFilterError("inference_cpus poll: %s (%s) has no poll queues (%s default/%s read/%s poll): "
+                                     "give it poll queues first (aiinfra.io_isolation.nvme_queues, poll_queues), or "
+                                     "give inference_cpus auto or a CPU list"
+                                     % (ctrl, selector, (info.get("queues") or {}).get("default"),
+                                        (info.get("queues") or {}).get("read"), (info.get("queues") or {}).get("poll")))
+        cpus.update(c for c in queue_cpus["poll"] if c in online)
+        why.append("%s poll queues %s" % (ctrl, format_ranges(queue_cpus["poll"])))
+    if not cpus:
+        raise AnsibleFilterError("inference_cpus poll: no online CPU is served by a poll queue (%s)" % "; ".join(why))
+    return sorted(cpus), "poll: " + "; ".join(why)
+
+
 def _boost_line(boost):
     end, timer = boost.get("window_end"), boost.get("timer")
     if boost.get("expired"):
@@ -869,4 +1037,4 @@ class FilterModule(object):
                 "group_entries": group_entries, "qos_source_text": qos_source_text,
                 "drift_summary": drift_summary, "verify_drift": verify_drift, "inference_plan": inference_plan,
                 "training_plan": training_plan, "baseline_plan": baseline_plan, "tenancy_request": tenancy_request,
-                "tenancy_findings": tenancy_findings}
+                "tenancy_findings": tenancy_findings, "cpu_placement": cpu_placement}

@@ -14,12 +14,13 @@ short_description: I/O, memory and CPU protection or limits for a workload group
 version_added: 0.1.0
 description:
   - Gives one cgroup v2 group (a systemd slice, service or scope, or a path below C(/sys/fs/cgroup) that a
-    C(Delegate=yes) unit owns) its I/O weight, limits and latency target, memory protection and limits, and CPU weight
-    and quota, idempotently and verified against the kernel files.
+    C(Delegate=yes) unit owns) its I/O weight, limits and latency target, memory protection and limits, CPU weight and
+    quota, and the CPUs and memory nodes it may use (cpuset), idempotently and verified against the kernel files.
   - With O(manager=systemd) it writes a drop-in C(/etc/systemd/system/<unit>.d/50-aiinfra-io-isolation.conf) (stamped
     as managed, atomic) with systemd's own directives (C(IOWeight=), C(IODeviceWeight=), C(IOReadBandwidthMax=),
     C(IOWriteBandwidthMax=), C(IOReadIOPSMax=), C(IOWriteIOPSMax=), C(IODeviceLatencyTargetSec=), C(MemoryMin=),
-    C(MemoryLow=), C(MemoryHigh=), C(MemoryMax=), C(MemorySwapMax=), C(MemoryZSwapMax=), C(CPUWeight=), C(CPUQuota=)),
+    C(MemoryLow=), C(MemoryHigh=), C(MemoryMax=), C(MemorySwapMax=), C(MemoryZSwapMax=), C(CPUWeight=), C(CPUQuota=),
+    C(AllowedCPUs=), C(AllowedMemoryNodes=)),
     reloads systemd and applies the directives to the running unit with C(systemctl set-property --runtime) (no
     restart; systemd 257 does not apply a changed drop-in at daemon-reload), removes the runtime control files that
     leaves behind, and reads the unit's kernel files back. Devices are named by C(/dev/disk/by-id) links; I/O rates are
@@ -72,7 +73,8 @@ options:
   when_unsupported:
     description:
       - What to do with a setting the kernel or the manager cannot apply (io.latency, io.prio.class or io.low on a
-        kernel built without them; io.prio.class, io.low or memory.oom.group under O(manager=systemd)).
+        kernel built without them; cpu.cpus or cpu.mems without the cpuset controller; io.prio.class, io.low or
+        memory.oom.group under O(manager=systemd)).
       - V(fail) stops before any change; V(warn) skips those settings with a warning and applies the rest.
     type: str
     choices: [fail, warn]
@@ -174,6 +176,25 @@ options:
             C(quota) and C(period). With V(systemd) it becomes C(CPUQuota=) with at most two decimals; a quota that no
             such percentage produces is refused with the two nearest that work.
         type: raw
+      cpus:
+        description:
+          - C(cpuset.cpus), the CPUs the group's tasks may run on, as a CPU list in the kernel's form (V(0-3,8,10-11))
+            or a list of CPU numbers. With V(systemd) it becomes C(AllowedCPUs=) (systemd 244 or later), which systemd
+            writes to C(cpuset.cpus) after enabling the C(cpuset) controller in the ancestors; with V(cgroupfs) the
+            module enables C(+cpuset) in the ancestors below the delegated unit and writes the file.
+          - Every CPU must be online now (C(/sys/devices/system/cpu/online)); an empty list, a CPU that is offline or
+            does not exist (V(999)), or a malformed list is refused before anything is written. Leave the key out to
+            let the group use its parent's CPUs (V(state=absent) puts it back to that).
+          - Needs the C(cpuset) controller in the root's C(cgroup.controllers) (C(CONFIG_CPUSETS), cgroup v2).
+            Exclusive CPUs and partitions (C(cpuset.cpus.exclusive), C(cpuset.cpus.partition)) are not managed.
+        type: raw
+      mems:
+        description:
+          - C(cpuset.mems), the NUMA memory nodes the group's tasks allocate from, as a node list (V(0), V(0-1)) or a
+            list of node numbers. With V(systemd) it becomes C(AllowedMemoryNodes=) (systemd 244 or later).
+          - Every node must have memory (C(/sys/devices/system/node/has_memory); on a kernel without NUMA only V(0)).
+            Checked before any write like O(cpu.cpus).
+        type: raw
 notes:
   - A slice in a boost window of M(aiinfra.io_isolation.cgroup_boost) has its window ended first (its timer stopped,
     its runtime drop-in removed), so the run applies the slice's own values, which the window's scheduled end would
@@ -217,6 +238,13 @@ EXAMPLES = r"""
     cpu:
       max: "150000 100000"
 
+- name: Inference on the CPUs and memory of NUMA node 1, where its NVMe disks and GPUs are
+  aiinfra.io_isolation.cgroup:
+    name: inference.slice
+    cpu:
+      cpus: "16-31"
+      mems: "1"
+
 - name: A group below a container runtime's delegated unit, with an I/O priority policy
   aiinfra.io_isolation.cgroup:
     name: system.slice/runtime.service/workloads/embeddings
@@ -247,7 +275,8 @@ kernel:
   description: What the group's kernel files hold now, for every file this run manages (V(null) where a file is absent).
   returned: success
   type: dict
-  sample: {io.weight: {default: 1000}, memory.min: 4294967296, memory.low: 8589934592, cpu.weight: 1000}
+  sample: {io.weight: {default: 1000}, memory.min: 4294967296, memory.low: 8589934592, cpu.weight: 1000,
+           cpuset.cpus: [16, 17, 18, 19], cpuset.mems: [1]}
 devices:
   description: Each device selector and the C(MAJ:MIN) it resolved to in this boot.
   returned: success

@@ -149,13 +149,24 @@ ansible_facts:
                 qos: {enable: 1, ctrl: user, rpct: "95.00", rlat: 5000, wpct: "95.00", wlat: 5000,
                       min: "50.00", max: "150.00"}
         nvme:
-          description: NVMe controllers by name, with the queue split the block layer uses.
+          description:
+            - NVMe controllers by name, with the queue split the block layer uses.
+            - C(numa_node) is the node of the controller's PCI function (C(device/numa_node)); V(null) where it reads
+              -1 (no affinity - one node, or firmware that does not say) and for fabrics controllers.
+            - C(queue_cpus) lists, per queue type (C(default), C(read), C(poll)), the CPUs whose I/O those hardware
+              queues serve (the union of their C(mq/*/cpu_list)); blk-mq maps the possible CPUs, so an offline CPU
+              stays in it. V(null) when the hctx types are unavailable (debugfs not mounted, see C(queues.source)).
           returned: always
           type: dict
           sample:
             nvme0: {model: QEMU NVMe Ctrl, serial: lab-nvme-a, firmware: 7.2.22, transport: pcie, state: live,
                     queue_count: 3, namespaces: [nvme0n1],
-                    queues: {default: 2, read: 0, poll: 0, source: debugfs}}
+                    queues: {default: 2, read: 0, poll: 0, source: debugfs}, numa_node: 1,
+                    queue_cpus: {default: [0, 1, 2, 3], read: [], poll: []}}
+            nvme1: {model: Fast NVMe, serial: SN-NODE1, firmware: 1.0, transport: pcie, state: live,
+                    queue_count: 7, namespaces: [nvme1n1],
+                    queues: {default: 4, read: 0, poll: 2, source: debugfs}, numa_node: 1,
+                    queue_cpus: {default: [8, 9, 10, 11, 12, 13, 14, 15], read: [], poll: [12, 13, 14, 15]}}
         nvme_parameters:
           description: The nvme driver's queue parameters (sampled at probe or controller reset).
           returned: always
@@ -189,6 +200,34 @@ ansible_facts:
           returned: always
           type: dict
           sample: {memory_bytes: 2067300352, memory_stable_bytes: 2147483648, cpus_online: 2, cpus_possible: 2}
+        topology:
+          description:
+            - The CPU and NUMA topology, from sysfs only (no vendor tools), for placing tenants next to their disks
+              and accelerators. V(null) when sysfs could not be read (the reason is in
+              RV(ansible_facts.io_isolation.warnings)).
+            - C(cpus) - C(online), C(possible) and C(offline) CPU numbers (C(/sys/devices/system/cpu)).
+            - C(nodes) - each online node with its online C(cpus), C(memory_bytes) (the node's C(MemTotal)) and
+              C(has_memory). A kernel without NUMA (no C(/sys/devices/system/node)) shows one node 0 with every
+              online CPU and all memory. C(numa) is true with more than one node.
+            - C(memory_nodes) - the nodes a cgroup's O(aiinfra.io_isolation.cgroup#module:cpu.mems) may name.
+            - C(accelerators) - PCI functions of class display (C(kind) V(vga) 0x0300, V(3d) 0x0302, V(display)
+              0x0380) and processing accelerator (V(processing) 0x1200), with C(vendor_id), C(device_id), C(vendor)
+              (a name for well-known vendors), C(node) (V(null) for -1), C(local_cpus) and C(boot_vga) (V(true) for
+              the display the firmware used, usually a server's BMC graphics, which is no accelerator).
+          returned: always
+          type: dict
+          sample:
+            cpus: {online: [0, 1, 2, 3, 4, 5, 7], possible: [0, 1, 2, 3, 4, 5, 6, 7], offline: [6]}
+            numa: true
+            nodes:
+              - {node: 0, cpus: [0, 1, 2, 3], memory_bytes: 17179869184, has_memory: true}
+              - {node: 1, cpus: [4, 5, 7], memory_bytes: 17179869184, has_memory: true}
+            memory_nodes: [0, 1]
+            accelerators:
+              - {address: "0000:41:00.0", class: "0x030200", kind: 3d, vendor_id: "0x10de", vendor: NVIDIA,
+                 device_id: "0x2330", node: 1, local_cpus: [4, 5, 7], boot_vga: null}
+              - {address: "0000:03:00.0", class: "0x030000", kind: vga, vendor_id: "0x1a03", vendor: ASPEED,
+                 device_id: "0x2000", node: null, local_cpus: null, boot_vga: true}
         tenancy:
           description:
             - With O(tenancy) - C(slices), C(disks) and C(drift), as M(aiinfra.io_isolation.host_profile) returns

@@ -34,6 +34,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns imp
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import topology
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabilities import detect
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import (
     CGROUP_ROOT, CgroupNameError, GroupDir, GroupFile, SubtreeControl, ancestors, child_groups, controller_of,
@@ -160,22 +161,48 @@ class Request:
             value = self.values[knob.group][knob.key]
             problems = knob.codec.validate({knob.line: value} if knob.line else value)
             if problems:
-                self.errors.extend(problems)
+                # the codec names the kernel file; the option is what the task wrote
+                self.errors.extend("%s: %s" % (knob.name, p) for p in problems)
                 self.values[knob.group].pop(knob.key)
 
     def check_features(self):
         """Knobs this kernel has no file for, or the manager cannot carry, before any value is looked at."""
         files = self.caps["cgroup"].get("io_files", {})
+        root_controllers = self.caps["cgroup"].get("controllers") or []
         for knob in knobs.KNOBS:
+            if not knob.gate or knob.key not in self.values[knob.group]:
+                continue
             # None: unknown (no group with io enabled yet and no kernel config to read); the write and
             # its read-back tell then.
-            if knob.gate and knob.key in self.values[knob.group] and files.get(knob.file) is False:
+            if files.get(knob.file) is False:
                 self.unsupported(knob, "%s needs the kernel file %s, which this kernel (%s) does not have: %s"
                                  % (knob.name, knob.file, self.caps["kernel"]["release"], knob.gate))
+            elif knob.file not in files and knob.controller not in root_controllers:
+                # systemd too needs the controller: without it AllowedCPUs= is dropped with a log line only
+                self.unsupported(knob, "%s needs the cgroup controller %s (kernel file %s), and this host (kernel %s) "
+                                 "does not offer it: %s (%s/cgroup.controllers: %s)"
+                                 % (knob.name, knob.controller, knob.file, self.caps["kernel"]["release"], knob.gate,
+                                    CGROUP_ROOT, " ".join(root_controllers) or "none"))
         if self.manager == "systemd":
             for knob in knobs.KNOBS:
                 if not knob.systemd and knob.key in self.values[knob.group]:
                     self.unsupported(knob, sd.unsupported_message(knob.name, self.name))
+
+    def check_within_host(self):
+        """Values that name host resources (a cpuset's CPUs and memory nodes) against what the host has now: a CPU
+        that is not online or a node without memory is refused here, before any write (the kernel would take an
+        offline CPU and leave it out of cpuset.cpus.effective, and systemd drops a line the kernel refuses)."""
+        if self.state != "present":
+            return
+        for knob in knobs.KNOBS:
+            if knob.within is None or knob.key not in self.values[knob.group]:
+                continue
+            value = self.values[knob.group][knob.key]
+            if knob.codec.validate(value):
+                continue    # its form is reported by check_forms
+            available, source, what = topology.available(self.fs, knob.within)
+            self.errors.extend(topology.check_set(knob.codec, knob.codec.normalize(value), knob.name, available,
+                                                  source, what))
 
     def resolve_devices(self):
         for knob in knobs.KNOBS:
@@ -361,7 +388,7 @@ class Request:
                     "controller(s) %s are not available in %s (cgroup.controllers: %s)%s" % (
                         ", ".join(absent), directory, " ".join(available) or "none",
                         ": the delegating unit must have them (e.g. IOAccounting=yes, MemoryAccounting=yes, "
-                        "CPUAccounting=yes, or Delegate=yes for all)" if directory == top else ""))
+                        "CPUAccounting=yes, AllowedCPUs= for cpuset, or Delegate=yes for all)" if directory == top else ""))
             if directory != CGROUP_ROOT and has_members(self.fs, directory):
                 self.errors.append(
                     "%s has processes of its own, and the kernel does not enable controllers for the children of a "
@@ -490,6 +517,7 @@ def part(params, fs, runner, planned_qos=None):
         return _skipped(req, missing)
     if req.state == "present":
         req.check_features()
+    req.check_within_host()
     req.resolve_devices()
     req.check_iocost()
     if req.errors:

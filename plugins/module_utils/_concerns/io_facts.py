@@ -18,6 +18,7 @@ import re
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import cgroup_knobs as knobs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import nvme
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import topology
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabilities import detect, parse_systemd_version
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import CgroupNameError, resolve as cgroup_path
@@ -32,7 +33,7 @@ QUEUE_FACTS = tuple(codecs.QUEUE_ATTRIBUTES) + ("io_poll_delay",)
 CGROUP_FACTS = (("cgroup.controllers", "cgroup.subtree_control")
                 + tuple(sorted(set(k.file for k in knobs.KNOBS)))
                 + ("io.bfq.weight", "io.stat", "io.pressure", "memory.current", "memory.swap.high",
-                   "memory.pressure", "cpu.pressure"))
+                   "memory.pressure", "cpu.pressure", "cpuset.cpus.effective", "cpuset.mems.effective"))
 
 
 class Reader:
@@ -99,7 +100,9 @@ def _nvme_controllers(reader, reported, hw_by_name, debugfs):
     """Every NVMe controller with the reported disks it carries and its queue split.
 
     The split comes from debugfs only: io_facts runs no commands, so the kernel-log fallback of
-    :func:`_nvme.queue_split` is not taken and the types are reported unavailable instead.
+    :func:`_nvme.queue_split` is not taken and the types are reported unavailable instead. ``numa_node``
+    is the PCI function's (None: -1, or no PCI device); ``queue_cpus`` the CPUs each queue type serves
+    (None where the types are unavailable).
     """
     out = {}
     for name, ctrl in nvme.scan_controllers(reader.fs, reader.warnings).items():
@@ -114,6 +117,8 @@ def _nvme_controllers(reader, reported, hw_by_name, debugfs):
             "namespaces": [multipath_head(ns) or ns for ns in carried],
             "queues": {"default": split["default"], "read": split["read"], "poll": split["poll"],
                        "source": split["source"] or "unavailable (%s)" % split["note"]},
+            "numa_node": topology.nvme_node(reader.fs, name),
+            "queue_cpus": nvme.queue_cpus(queue_disks),
         }
     return out
 
@@ -200,6 +205,11 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
                                  "hw_queues": hw_by_name[rec.name], "iocost": _iocost(model, qos, rec.majmin)}
     pressure = dict((res, reader.parsed("/proc/pressure/" + res, codecs.Psi(res))) for res in ("io", "memory", "cpu"))
     host = _host(reader)
+    try:
+        topo = topology.facts(fs)
+    except KernelFileError as e:
+        reader.warnings.append(e.message)
+        topo = None
     parameters = dict((p, reader.text("%s/%s" % (nvme.DRIVER_PARAMETERS_DIR, p))) for p in nvme.QUEUE_PARAMETERS)
     return {
         "capabilities": caps,
@@ -211,6 +221,7 @@ def gather(fs, devices=None, cgroups=(), include_empty=False, release=None, syst
                   for name in cgroups),
         "pressure": dict((res, v) for res, v in pressure.items() if v is not None),
         "host": host,
+        "topology": topo,
         "warnings": reader.warnings,
     }
 

@@ -72,15 +72,20 @@ class Knob:
     directive(s) that persist it in a drop-in; ``no_systemd``: why there is none, and what to use.
     ``proportional``: a weight; a missing file (controller off) is not its neutral value, because
     the group's share then goes to its parent. ``adapt``: turns accepted input forms into the
-    codec's form, returning (value, [(field, problem)]).
+    codec's form, returning (value, [(field, problem)]). ``within``: for a value that names host resources, which
+    of them (``cpus``: online CPUs, ``mems``: nodes with memory; ``_topology.available`` reads them); every number
+    given must be among them, checked before any write.
     """
 
     def __init__(self, group, key, file, option, order, neutral=FROM_CODEC, per_device=False, line=None,
-                 systemd=(), no_systemd=None, gate=FROM_CAPABILITIES, proportional=False, adapt=None):
+                 systemd=(), no_systemd=None, gate=FROM_CAPABILITIES, proportional=False, adapt=None, within=None):
         self.group = group
         self.key = key
         self.name = "%s.%s" % (group, key)
         self.file = file
+        # the cgroup controller that gives the file (cpuset for the cpu group's cpus and mems)
+        self.controller = file.split(".", 1)[0]
+        self.within = within
         self.codec = CGROUP_FILES[file]
         self.option = option
         self.order = order
@@ -142,6 +147,18 @@ def _latency_target(value):
     return (value if isinstance(value, dict) else {"target": value}), []
 
 
+# No cpuset file is in CHILD_IO_FILES: the gate is the controller itself (cgroup.controllers of the root).
+CPUSET_GATE = ("the cpuset controller is not in the root's cgroup.controllers: the kernel is built without "
+               "CONFIG_CPUSETS, or cpuset is bound to a cgroup v1 hierarchy (hybrid mode)")
+
+
+def _cpuset(key, file, order, directive, within):
+    # AllowedCPUs=/AllowedMemoryNodes= came with systemd's cpuset support (244); systemd enables the controller for
+    # the unit's ancestors itself once a unit sets them.
+    return Knob("cpu", key, file, RAW, order, neutral=[], systemd=Directive(directive, since=244), gate=CPUSET_GATE,
+                within=within)
+
+
 def _memory(key, file, order, directive, neutral, **extra):
     return Knob("memory", key, file, RAW, order, neutral=neutral, systemd=Directive(directive, **extra))
 
@@ -187,6 +204,8 @@ KNOBS = (
          proportional=True),
     Knob("cpu", "max", "cpu.max", RAW, 31, neutral={"quota": MAX, "period": 100000},
          systemd=(Directive("CPUQuota", "quota"), Directive("CPUQuotaPeriodSec", "period"))),
+    _cpuset("cpus", "cpuset.cpus", 32, "AllowedCPUs", "cpus"),
+    _cpuset("mems", "cpuset.mems", 33, "AllowedMemoryNodes", "mems"),
 )
 
 

@@ -1157,6 +1157,47 @@ class Scheduler(Codec):
         return parsed["current"]
 
 
+_CPU_RANGE_RE = re.compile(r"^([0-9]+)(?:-([0-9]+))?$")
+# Beyond any kernel's CONFIG_NR_CPUS (8192) and MAX_NUMNODES (1024): a bound that keeps '0-4294967295' from
+# expanding into a list of billions before the host's own CPUs are asked.
+CPU_ID_MAX = 65535
+
+
+def _cpu_ranges(text):
+    """'0-3,8' -> [0, 1, 2, 3, 8]; raises _Invalid naming the bad part. Regions are separated by commas and
+    whitespace, any run of them, as the kernel's bitmap_parselist() skips them (mq cpu_list prints '0, 1, 2');
+    its stride ('0-7:2/4') and 'N' forms are not taken: no kernel prints them back."""
+    out = set()
+    for part in re.split(r"[\s,]+", text.strip()):
+        if not part:
+            continue
+        m = _CPU_RANGE_RE.match(part)
+        if not m:
+            raise _Invalid("%r is not a number or a range N-M" % part)
+        first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+        if last < first:
+            raise _Invalid("range %r runs backwards; write it %d-%d" % (part, last, first))
+        if last > CPU_ID_MAX:
+            raise _Invalid("%d is beyond any CPU or node number (at most %d)" % (last, CPU_ID_MAX))
+        out.update(range(first, last + 1))
+    return sorted(out)
+
+
+def format_ranges(numbers):
+    """[0, 1, 2, 3, 8] -> '0-3,8': the kernel's '%*pbl' list form (cpuset files, sysfs cpulist); [] -> ''."""
+    out, run = [], []
+    for number in sorted(set(numbers)):
+        if run and number == run[-1] + 1:
+            run.append(number)
+            continue
+        if run:
+            out.append(str(run[0]) if len(run) == 1 else "%d-%d" % (run[0], run[-1]))
+        run = [number]
+    if run:
+        out.append(str(run[0]) if len(run) == 1 else "%d-%d" % (run[0], run[-1]))
+    return ",".join(out)
+
+
 class CpuList(Codec):
     """mq/<N>/cpu_list (read-only, '0, 1, 2'); parse also takes cpulist ranges '0-3,8'."""
 
@@ -1168,15 +1209,10 @@ class CpuList(Codec):
         super(CpuList, self).__init__(name)
 
     def parse(self, text):
-        cpus = set()
-        for part in _text(text).replace(" ", "").split(","):
-            if not part:
-                continue
-            m = re.match(r"^([0-9]+)(?:-([0-9]+))?$", part)
-            if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
-                raise CodecError(self._err("%r is not a CPU list such as '0, 1, 2' or '0-3,8'" % _text(text)))
-            cpus.update(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
-        return sorted(cpus)
+        try:
+            return _cpu_ranges(_text(text))
+        except _Invalid:
+            raise CodecError(self._err("%r is not a CPU list such as '0, 1, 2' or '0-3,8'" % _text(text)))
 
     def normalize(self, desired):
         return sorted(set(int(c) for c in desired))
@@ -1185,20 +1221,66 @@ class CpuList(Codec):
         """Render as the kernel prints mq cpu_list ('0, 1, 2'); the file itself is read-only."""
         return [", ".join(str(c) for c in self.normalize(desired))]
 
-    @staticmethod
-    def format_ranges(cpus):
-        """[0, 1, 2, 3, 8] -> '0-3,8' (cpuset / sysfs cpulist style)."""
-        out, run = [], []
-        for cpu in sorted(set(cpus)):
-            if run and cpu == run[-1] + 1:
-                run.append(cpu)
-                continue
-            if run:
-                out.append(str(run[0]) if len(run) == 1 else "%d-%d" % (run[0], run[-1]))
-            run = [cpu]
-        if run:
-            out.append(str(run[0]) if len(run) == 1 else "%d-%d" % (run[0], run[-1]))
-        return ",".join(out)
+    format_ranges = staticmethod(format_ranges)
+
+
+class CpuSet(Codec):
+    """cpuset.cpus / cpuset.mems (and their ``.effective``, sysfs ``online``/``has_memory``/``cpulist``): a list of
+    CPU or node numbers in the kernel's list form, '0-3,8,10-11'; '' is the empty set (a cpuset.cpus that is empty
+    uses its parent's CPUs).
+
+    Desired: that text (spaces ignored), a list of numbers, or one number. The value is the sorted list of numbers;
+    the kernel prints it back in canonical form (ranges for runs, ascending, no spaces), which :meth:`format` writes.
+    Whether the numbers exist on the host is the caller's question (``_topology``): the codec knows the form only.
+    """
+
+    def __init__(self, name, what="CPU"):
+        super(CpuSet, self).__init__(name)
+        self.what = what
+
+    def parse(self, text):
+        try:
+            return _cpu_ranges(_text(text))
+        except _Invalid as e:
+            raise CodecError(self._err("read-back %r is not a %s list: %s" % (_text(text), self.what, e)))
+
+    def _numbers(self, desired):
+        if isinstance(desired, bool) or desired is None or isinstance(desired, dict):
+            raise _Invalid("expected a %s list such as '0-3,8' or a list of numbers, got %r" % (self.what, desired))
+        if isinstance(desired, int):
+            desired = [desired]
+        if isinstance(desired, (list, tuple)):
+            out = set()
+            for item in desired:
+                if isinstance(item, bool) or not isinstance(item, (int, str)):
+                    raise _Invalid("%r in %r is not a %s number" % (item, list(desired), self.what))
+                if isinstance(item, str):
+                    out.update(_cpu_ranges(item) if item.strip() else [None])
+                elif 0 <= item <= CPU_ID_MAX:
+                    out.add(item)
+                else:
+                    raise _Invalid("%d is not a %s number (0..%d)" % (item, self.what, CPU_ID_MAX))
+            if None in out:
+                raise _Invalid("an empty item in %r" % (list(desired),))
+            return sorted(out)
+        if isinstance(desired, str):
+            try:
+                return _cpu_ranges(desired)
+            except _Invalid as e:
+                raise _Invalid("%r is not a %s list such as '0-3,8,10-11': %s" % (desired, self.what, e))
+        raise _Invalid("expected a %s list such as '0-3,8' or a list of numbers, got %r" % (self.what, desired))
+
+    def _validate(self, desired):
+        return self._conversion_errors(self._numbers, desired)
+
+    def _normalize(self, desired):
+        return self._numbers(desired)
+
+    def _format(self, desired):
+        return [format_ranges(self._numbers(desired))]
+
+    def as_desired(self, parsed):
+        return list(parsed)
 
 
 IO_PRIO_CLASSES = ("no-change", "promote-to-rt", "restrict-to-be", "idle", "none-to-rt")
@@ -1294,6 +1376,8 @@ IO_PRIO_CLASS = IoPrioClass()
 CPU_MAX = CpuMax()
 SCHEDULER = Scheduler()
 CPU_LIST = CpuList()
+CPUSET_CPUS = CpuSet("cpuset.cpus")
+CPUSET_MEMS = CpuSet("cpuset.mems", "node")
 
 MEMORY_SIZE_FILES = ("memory.min", "memory.low", "memory.high", "memory.max", "memory.swap.max",
                      "memory.swap.high", "memory.zswap.max")
@@ -1302,7 +1386,9 @@ MEMORY = dict((n, MemorySize(n)) for n in MEMORY_SIZE_FILES)
 # Every cgroup file a module reads. The cgroup module's options name theirs in
 # _cgroup_knobs.KNOBS (the knob is the option, the codec is the file).
 CGROUP_FILES = dict([(c.name, c) for c in (IO_COST_MODEL, IO_COST_QOS, IO_MAX, IO_LATENCY, IO_LOW, IO_WEIGHT,
-                                           IO_BFQ_WEIGHT, IO_STAT, IO_PRIO_CLASS, CPU_MAX)] + list(MEMORY.items()))
+                                           IO_BFQ_WEIGHT, IO_STAT, IO_PRIO_CLASS, CPU_MAX, CPUSET_CPUS, CPUSET_MEMS)]
+                    + list(MEMORY.items()))
+CGROUP_FILES.update((c.name, c) for c in (CpuSet("cpuset.cpus.effective"), CpuSet("cpuset.mems.effective", "node")))
 CGROUP_FILES.update((c.name, c) for c in (
     IntValue("cpu.weight", 1, 10000),
     IntValue("cpu.weight.nice", -20, 19),

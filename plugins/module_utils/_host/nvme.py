@@ -372,6 +372,23 @@ def queue_split(ctrl, namespaces, debugfs, klog=None):
     return split
 
 
+QUEUE_TYPES = ("default", "read", "poll")
+
+
+def queue_cpus(namespaces):
+    """{default, read, poll}: the CPUs each type of hardware queue serves (the union of its hctxs' ``cpu_list``, as
+    the kernel lists them: possible CPUs, offline ones too), from the first namespace with hctxs (one tag set per
+    controller); None when a hctx's type is unknown (no debugfs), since a CPU list without its type says nothing of
+    which CPUs poll. A type without queues has []."""
+    hctx_list = next((ns["hctxs"] for _n, ns in sorted(namespaces.items()) if ns["hctxs"]), [])
+    if not hctx_list or not all(h.get("type") in QUEUE_TYPES for h in hctx_list):
+        return None
+    out = dict((kind, set()) for kind in QUEUE_TYPES)
+    for h in hctx_list:
+        out[h["type"]].update(h["cpu_list"] or [])
+    return dict((kind, sorted(cpus)) for kind, cpus in out.items())
+
+
 # == nvme-cli ===================================================================================
 
 FID_ARBITRATION = boot.FID_ARBITRATION

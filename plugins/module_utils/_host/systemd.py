@@ -43,7 +43,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
-    CGROUP_FILES, MAX, PAGE_SIZE, CodecError, CpuMax, IoLatency, IoWeight, MemorySize, parse_size,
+    CGROUP_FILES, MAX, PAGE_SIZE, CodecError, CpuMax, CpuSet, IoLatency, IoWeight, MemorySize, format_ranges,
+    parse_size,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import stable_by_id_link
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
@@ -70,6 +71,8 @@ def _show_name(directive):
 DEVICE_DIRECTIVES = tuple(d.name for k in knobs.KNOBS if k.per_device for d in k.systemd)
 DEVICE_PROPERTIES = tuple(_show_name(d) for d in DEVICE_DIRECTIVES)
 LATENCY_PROPERTY = _show_name(knobs.find("io.latency").systemd[0].name)
+# Directives (and show properties) that hold a CPU or node list: systemctl shows them in the kernel's list form.
+CPU_SET_PROPERTIES = dict((d.name, k.codec) for k in knobs.KNOBS if isinstance(k.codec, CpuSet) for d in k.systemd)
 # The directive that switches an option group's controller on for the unit.
 ACCOUNTING = {"io": "IOAccounting", "memory": "MemoryAccounting"}
 
@@ -383,6 +386,8 @@ class _Builder:
             self.memory_size(knob, value)
         elif isinstance(knob.codec, CpuMax):
             self.cpu_max(knob, value)
+        elif isinstance(knob.codec, CpuSet):
+            self.cpu_set(knob, value)
         elif not knob.per_device:
             self.number(knob, value)
         elif isinstance(knob.codec, IoWeight):
@@ -503,6 +508,17 @@ class _Builder:
             self.add(period_directive, "%dus" % period)
             self.plan.show[_show_name(period_directive)] = period
         self.plan.expected[knob.file] = dict(values)
+
+    def cpu_set(self, knob, value):
+        """AllowedCPUs=/AllowedMemoryNodes= in the kernel's list form, which systemd writes to cpuset.cpus/.mems
+        as is (its cpu_set_to_range_string) and ``systemctl show`` prints back."""
+        if not self.validated(knob.codec.validate(value), None):
+            return
+        numbers = knob.codec.normalize(value)
+        directive = knob.systemd[0].name
+        self.add(directive, format_ranges(numbers))
+        self.plan.expected[knob.file] = numbers
+        self.plan.show[directive] = numbers
 
 
 def quota_permyriad(quota, period):
@@ -714,6 +730,11 @@ def _show_scalar(key, value):
         return None
     if key.endswith("Accounting") or key == "Delegate":
         return {"yes": True, "no": False}.get(value, value)
+    if key in CPU_SET_PROPERTIES:
+        try:
+            return CPU_SET_PROPERTIES[key].parse(value)
+        except CodecError:
+            return value
     if "USec" in key or key.endswith("Sec"):
         return parse_timespan(value)
     return _show_number(value)

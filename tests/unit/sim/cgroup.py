@@ -17,7 +17,10 @@ place by ``KernelFS.write``. Rules modelled (Linux 6.1 / 6.12):
   EOPNOTSUPP; ``MAJ:MIN default`` drops an override), io.max (0 is ERANGE, a line whose four
   limits are max disappears, iops at or above 2^32-1 print as max), io.latency, io.prio.class,
   memory.* (floored to 4096-byte pages, ``max``), memory.oom.group, cpu.weight (ERANGE outside
-  1..10000), cpu.max (``QUOTA [PERIOD]``, quota >= 1000 µs).
+  1..10000), cpu.max (``QUOTA [PERIOD]``, quota >= 1000 µs), cpuset.cpus/cpuset.mems (the kernel's list form,
+  '' resets; a CPU or node beyond the possible ones is EINVAL; printed back canonical) with their ``.effective``
+  computed at read: the group's own set within its parent's effective one, the parent's when empty or disjoint
+  (cgroup-v2.rst; the parts about offline CPUs are not modelled).
 
 Every write the module makes is logged in ``writes`` (as in SimKernel) and every mutation of the
 host (writes, mkdir, rmdir, file replacement and removal) in ``ops``. :meth:`kernel_write` is
@@ -28,6 +31,7 @@ maps file names to the errno every write to them fails with.
 
 import errno
 import os
+import re
 import shutil
 
 from sim.kernel import SimKernel
@@ -73,6 +77,10 @@ def controller_files(controller, features, realism=False):
                "memory.max": "max", "memory.oom.group": "0", "memory.swap.max": "max", "memory.zswap.max": "max"}
     elif controller == "cpu":
         out = {"cpu.weight": "100", "cpu.max": "max 100000"}
+    elif controller == "cpuset":
+        # the .effective files are computed at read (SimCgroup.read)
+        out = {"cpuset.cpus": "", "cpuset.mems": "", "cpuset.cpus.effective": "", "cpuset.mems.effective": "",
+               "cpuset.cpus.partition": "member"}
     elif controller == "pids":
         out = {"pids.max": "max"}
     if realism:
@@ -98,6 +106,7 @@ class SimCgroup(SimKernel):
             "cgroup.subtree_control": self._subtree_control, "io.weight": self._io_weight, "io.max": self._io_max,
             "io.latency": self._io_latency, "io.prio.class": self._io_prio_class, "memory.oom.group": self._oom_group,
             "cpu.weight": self._cpu_weight, "cpu.max": self._cpu_max,
+            "cpuset.cpus": self._cpuset, "cpuset.mems": self._cpuset,
         }
         for name in ("memory.min", "memory.low", "memory.high", "memory.max", "memory.swap.max", "memory.swap.high",
                      "memory.zswap.max"):
@@ -203,6 +212,33 @@ class SimCgroup(SimKernel):
             for ctl in removed:
                 for key in controller_files(ctl, self.features):
                     os.unlink(self.host.path(c + "/" + key))
+
+    # -- cpuset -----------------------------------------------------------------------------------
+    def _possible(self, name):
+        """The CPUs or nodes a cpuset file may name (top_cpuset's cpus_allowed / mems_allowed on v2: possible)."""
+        if name.startswith("cpuset.cpus"):
+            source = "/sys/devices/system/cpu/possible"
+        else:
+            source = "/sys/devices/system/node/possible"
+        text = self.text(source)
+        return set(parse_list(text)) if text is not None else {0}
+
+    def effective(self, directory, name):
+        """cpuset.<cpus|mems>.effective of ``directory``: the root's file, else the group's own set within its
+        parent's effective set (the parent's when the group's is empty or disjoint)."""
+        base = name.replace(".effective", "")
+        if directory == self.mount:
+            return set(parse_list(self.text(directory + "/" + base + ".effective") or ""))
+        parent = self.effective(directory.rsplit("/", 1)[0], base)
+        own = set(parse_list(self.text(directory + "/" + base) or ""))
+        return (own & parent) or parent
+
+    def read(self, path, default=None):
+        directory, name = self._split(path)
+        if directory and directory != self.mount and name in ("cpuset.cpus.effective", "cpuset.mems.effective") \
+                and os.path.isfile(self.host.path(path)):
+            return format_list(self.effective(directory, name)) + "\n"
+        return super(SimCgroup, self).read(path, default)
 
     # -- KernelFS overrides ---------------------------------------------------------------------
     def write(self, path, value):
@@ -395,3 +431,40 @@ class SimCgroup(SimKernel):
         if len(fields) == 2:
             period = self._number(fields[1], 1000, 1000000)
         self._put(directory + "/" + name, "%s %s" % (quota, period))
+
+    def _cpuset(self, directory, name, line):
+        try:
+            numbers = parse_list(line)
+        except ValueError:
+            raise OSError(errno.EINVAL, "bad list")
+        if not set(numbers) <= self._possible(name):
+            raise OSError(errno.EINVAL, "beyond the possible CPUs or nodes")
+        self._put(directory + "/" + name, format_list(numbers))
+
+
+def parse_list(text):
+    """bitmap_parselist() without strides and 'N': regions 'a' or 'a-b' separated by any run of commas and
+    whitespace; '' is the empty set (ValueError otherwise)."""
+    out = set()
+    for part in re.split(r"[\s,]+", text.strip()):
+        if not part:
+            continue
+        m = re.match(r"^([0-9]+)(?:-([0-9]+))?$", part)
+        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))) or int(m.group(2) or m.group(1)) > 65535:
+            raise ValueError(part)      # beyond the bitmap: ERANGE in the kernel
+        out.update(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    return sorted(out)
+
+
+def format_list(numbers):
+    """'%*pbl': ascending runs, 'a-b' for a run of two or more."""
+    out, numbers = [], sorted(set(numbers))
+    start = prev = None
+    for n in numbers + [None]:
+        if n is not None and prev is not None and n == prev + 1:
+            prev = n
+            continue
+        if start is not None:
+            out.append(str(start) if start == prev else "%d-%d" % (start, prev))
+        start = prev = n
+    return ",".join(out)

@@ -230,7 +230,57 @@ class FakeHost:
             self.mkdir(d)
             self.write(d + "/numa_node", "-1")
             self.link(d + "/subsystem", "/sys/bus/pci")
+            self.link("/sys/bus/pci/devices/" + pci, d)
         return pci, d
+
+    # -- CPUs, NUMA nodes, PCI functions ----------------------------------------------------
+    def set_cpus(self, online, possible=None):
+        """CPU lists as the kernel prints them (``online='0-5,7', possible='0-7'``); present follows possible. An
+        offline CPU leaves its node's cpulist (x86 numa_remove_cpu) and the root's cpuset.cpus.effective."""
+        possible = possible or online
+        self.write("/sys/devices/system/cpu/online", online)
+        for f in ("possible", "present"):
+            self.write("/sys/devices/system/cpu/" + f, possible)
+        if self.cgroup_mount and os.path.exists(self.path(self.cgroup_mount + "/cpuset.cpus.effective")):
+            self.write(self.cgroup_mount + "/cpuset.cpus.effective", online)
+
+    def add_numa(self, nodes):
+        """``/sys/devices/system/node``: ``nodes`` is {node: (cpulist, memory bytes)}; a node with 0 bytes has no
+        memory (a CPU-only or memory-less node)."""
+        d = "/sys/devices/system/node"
+        numbers = sorted(nodes)
+        ranges = ",".join(str(n) for n in numbers)
+        with_memory = ",".join(str(n) for n in numbers if nodes[n][1])
+        for f, value in (("online", ranges), ("possible", ranges), ("has_cpu", ",".join(
+                str(n) for n in numbers if nodes[n][0])), ("has_memory", with_memory),
+                ("has_normal_memory", with_memory)):
+            self.write("%s/%s" % (d, f), value)
+        for n in numbers:
+            cpulist, memory = nodes[n]
+            self.write("%s/node%d/cpulist" % (d, n), cpulist)
+            self.write("%s/node%d/meminfo" % (d, n), "Node %d MemTotal:       %8d kB\nNode %d MemFree:        %8d kB"
+                       % (n, memory // 1024, n, memory // 2048))
+            self.write("%s/node%d/distance" % (d, n), " ".join("10" if m == n else "21" for m in numbers))
+        if self.cgroup_mount and os.path.exists(self.path(self.cgroup_mount + "/cpuset.mems.effective")):
+            self.write(self.cgroup_mount + "/cpuset.mems.effective", with_memory)
+
+    def set_pci_node(self, pci, node, local_cpulist=None):
+        """The NUMA node firmware gives a PCI function (``numa_node``; -1: none) and its ``local_cpulist``."""
+        d = "/sys/devices/pci0000:00/" + pci
+        self.write(d + "/numa_node", node)
+        if local_cpulist is not None:
+            self.write(d + "/local_cpulist", local_cpulist)
+
+    def add_pci(self, pci, klass, vendor, device, node=-1, local_cpulist=None, boot_vga=None):
+        """A PCI function (a GPU: ``klass=0x030200``, vendor 0x10de) with its sysfs attributes."""
+        pci, d = self._pci(pci)
+        self.write(d + "/class", "0x%06x" % klass)
+        self.write(d + "/vendor", "0x%04x" % vendor)
+        self.write(d + "/device", "0x%04x" % device)
+        if boot_vga is not None:
+            self.write(d + "/boot_vga", int(boot_vga))
+        self.set_pci_node(pci, node, local_cpulist)
+        return d
 
     # -- generic block device -------------------------------------------------------------
     def _block(self, name, sysdir, majmin, size_bytes, kind, device=None, hw_queues=0, queue=None,
@@ -678,7 +728,10 @@ class FakeHost:
                                  if i["majmin"] and not i.get("parent") and i["kind"] != "nvme-ctrl"),
         }
         if "cpuset" in controllers.split():
-            files.update({"cpuset.cpus.effective": "0-%d" % (self.ncpus - 1), "cpuset.mems.effective": "0"})
+            nodes = "/sys/devices/system/node/has_memory"
+            files.update({"cpuset.cpus.effective": self.read("/sys/devices/system/cpu/online").strip(),
+                          "cpuset.mems.effective": self.read(nodes).strip() if os.path.exists(self.path(nodes))
+                          else "0"})
         if "memory" in controllers.split():
             files.update({"memory.stat": "anon 0\nfile 0", "memory.numa_stat": "anon N0=0", "memory.reclaim": ""})
         if "misc" in controllers.split():

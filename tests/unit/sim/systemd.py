@@ -19,7 +19,8 @@ and an empty assignment clears the list. Behaviour observed in the lab (docs/ker
   (``default N`` then one ``MAJ:MIN N`` per listed device, never removing a line it no longer
   lists; a disk without iocost refuses the line and systemd silently goes on), io.max (one line
   per listed device, unlisted ones kept), io.latency, memory.* (defaults 0 / max), cpu.weight and
-  cpu.max (``CPUQuota=50%`` -> ``50000 100000``). Devices are named by path and resolved through
+  cpu.max (``CPUQuota=50%`` -> ``50000 100000``), cpuset.cpus/.mems from ``AllowedCPUs=``/``AllowedMemoryNodes=``
+  (244+: cpuset enabled from the root down where the root offers it, the sets written in list form). Devices are named by path and resolved through
   the fake host's links to ``/sys/class/block/<name>/dev``;
 * ``show [-p P]... [--value] -- UNIT...`` prints the properties in systemd's format (a blank
   line between units; a device limit at infinity is not listed, as systemd omits defaults; ``Id`` is the
@@ -53,6 +54,8 @@ import shutil
 from collections import OrderedDict
 from decimal import Decimal
 
+from sim.cgroup import format_list, parse_list
+
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError, KernelFS
 
@@ -69,7 +72,9 @@ LIMITS = (("IOReadBandwidthMax", "rbps"), ("IOWriteBandwidthMax", "wbps"), ("IOR
           ("IOWriteIOPSMax", "wiops"))
 SCALARS = ("IOAccounting", "MemoryAccounting", "CPUAccounting", "IOWeight", "CPUWeight", "CPUQuota",
            "CPUQuotaPeriodSec", "MemoryMin", "MemoryLow", "MemoryHigh", "MemoryMax", "MemorySwapMax",
-           "MemoryZSwapMax", "Delegate", "Description", "OOMPolicy", "Slice")
+           "MemoryZSwapMax", "Delegate", "Description", "OOMPolicy", "Slice", "AllowedCPUs", "AllowedMemoryNodes")
+# (directive, kernel file): systemd keeps a CPU set and prints and writes it in the kernel's list form
+CPUSETS = (("AllowedCPUs", "cpuset.cpus"), ("AllowedMemoryNodes", "cpuset.mems"))
 # (directive, kernel file, default)
 MEMORY = (("MemoryMin", "memory.min", "0"), ("MemoryLow", "memory.low", "0"), ("MemoryHigh", "memory.high", "max"),
           ("MemoryMax", "memory.max", "max"), ("MemorySwapMax", "memory.swap.max", "max"),
@@ -136,6 +141,11 @@ def quota_per_sec(text):
         raise ValueError("bad CPUQuota %r" % text)
     permyriad = int(Decimal(text[:-1]) * 100)
     return permyriad * 1000000 // 10000
+
+
+def cpu_set(text):
+    """An AllowedCPUs= value ('0-3,8', '0 1 2') -> sorted numbers (parse_cpu_set_full takes spaces and commas)."""
+    return parse_list(",".join(text.replace(",", " ").split()))
 
 
 def _config():
@@ -606,12 +616,28 @@ class SimSystemd(object):
                 continue
             value = s.get(directive)
             self._kwrite(cg + "/" + filename, default if value is None else str(parse_bytes(value, _BINARY)))
+        self._cpuset(cg, s)
         self._kwrite(cg + "/cpu.weight", s.get("CPUWeight", "100"))
         period = parse_timespan(s["CPUQuotaPeriodSec"]) if "CPUQuotaPeriodSec" in s else 100000
         if "CPUQuota" in s:
             self._kwrite(cg + "/cpu.max", "%d %d" % (quota_per_sec(s["CPUQuota"]) * period // 1000000, period))
         else:
             self._kwrite(cg + "/cpu.max", "max %d" % period)
+
+    def _cpuset(self, cg, scalars):
+        """AllowedCPUs=/AllowedMemoryNodes= (244+): systemd enables cpuset from the root down to the unit's parent
+        where the root offers it, then writes the sets in list form ('' when unset)."""
+        if self.version < 244:
+            return
+        if any(d in scalars for d, _f in CPUSETS):
+            rel = [p for p in cg[len(self.kernel.mount):].split("/") if p]
+            for i in range(len(rel)):
+                directory = "/".join([self.kernel.mount] + rel[:i])
+                if "cpuset" in self.kernel._tokens(directory, "cgroup.controllers"):
+                    self.kernel._enable(directory, ["cpuset"])
+        for directive, filename in CPUSETS:
+            if self.fs.exists(cg + "/" + filename):
+                self._kwrite(cg + "/" + filename, format_list(cpu_set(scalars.get(directive, ""))))
 
     # -- show -----------------------------------------------------------------------------------
     def properties(self, name):
@@ -651,6 +677,8 @@ class SimSystemd(object):
                     else "infinity"))
         out.append(("CPUQuotaPeriodUSec", format_timespan(parse_timespan(s["CPUQuotaPeriodSec"]))
                     if "CPUQuotaPeriodSec" in s else "infinity"))
+        if self.version >= 244:
+            out += [(d, format_list(cpu_set(s.get(d, "")))) for d, _f in CPUSETS]
         if not name.endswith(".slice"):
             out.append(("Slice", self.configured_slice(name)))
         return out

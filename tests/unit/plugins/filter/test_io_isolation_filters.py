@@ -219,7 +219,7 @@ def test_per_disk_and_entries_use_stable_selectors():
     assert set(f.FilterModule().filters()) == {"select_disks", "iocost_plan", "io_max_caps", "ram_share", "per_disk",
                                                "disk_entries", "group_entries", "drift_summary", "qos_source_text",
                                                "verify_drift", "inference_plan", "training_plan", "baseline_plan",
-                                               "tenancy_request", "tenancy_findings"}
+                                               "tenancy_request", "tenancy_findings", "cpu_placement"}
 
 
 def test_drift_summary_lines():

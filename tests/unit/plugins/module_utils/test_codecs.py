@@ -22,10 +22,16 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import codecs as c
+from sim.cgroup import format_list, parse_list
 from sim.iocost import SSD_DFL, SimIocost
 from sim.kernel import U32, U64, einval, split_device
 
 S64 = 2 ** 63 - 1
+
+
+def kernel_list(text):
+    """What cpuset.cpus reads after ``text`` is written (the simulated kernel's parser and printer)."""
+    return format_list(parse_list(text))
 
 
 class FakeIoMax:
@@ -301,6 +307,71 @@ def test_cpu_max_roundtrip(quota, period):
 def test_cpu_list_roundtrip(cpus):
     assert c.CPU_LIST.parse(c.CPU_LIST.format(cpus)[0]) == sorted(cpus)
     assert c.CPU_LIST.parse(c.CPU_LIST.format_ranges(cpus)) == sorted(cpus)
+
+
+CPUSETS = [c.CPUSET_CPUS, c.CPUSET_MEMS]
+
+
+@settings(deadline=None)
+@given(st.sampled_from(CPUSETS), st.sets(st.integers(0, c.CPU_ID_MAX), max_size=60))
+def test_cpuset_roundtrip_through_the_kernel_printer(codec, numbers):
+    # sim.cgroup's bitmap_parselist/'%*pbl' is the kernel model: parse(kernel(format(x))) == x
+    line = codec.format(sorted(numbers))[0]
+    assert kernel_list(line) == line                     # the codec writes what the kernel prints back
+    assert codec.parse(line + "\n") == sorted(numbers) == codec.normalize(sorted(numbers))
+    assert codec.parse(line) == codec.normalize(line) == codec.normalize(list(numbers))
+    assert codec.as_desired(codec.parse(line)) == sorted(numbers)
+
+
+@settings(deadline=None)
+@given(st.sampled_from(CPUSETS), st.lists(st.tuples(st.integers(0, 300), st.integers(0, 8)), max_size=12),
+       st.sampled_from([",", ", "]))
+def test_cpuset_any_spelling_normalises_to_the_canonical_form(codec, runs, sep):
+    # overlapping, unsorted ranges and single numbers: the kernel keeps the set and prints it canonical
+    text = sep.join("%d-%d" % (a, a + n) if n else str(a) for a, n in runs)
+    numbers = sorted(set(x for a, n in runs for x in range(a, a + n + 1)))
+    assert codec.normalize(text) == numbers
+    assert codec.format(text) == [format_list(numbers)]
+    assert kernel_list(text.replace(" ", "")) == codec.format(text)[0]
+
+
+@settings(deadline=None)
+@given(st.sampled_from(CPUSETS), st.text(alphabet="0123456789-,:/ xa", min_size=1, max_size=12))
+def test_cpuset_refuses_what_the_kernel_refuses(codec, text):
+    """Garbage: the codec refuses exactly the spellings the kernel's parser refuses (strides aside: refused both)."""
+    try:
+        kernel = kernel_list(text.replace(" ", ""))
+    except ValueError:
+        kernel = None
+    problems = codec.validate(text)
+    if kernel is None:
+        assert problems and codec.name in problems[0]
+    else:
+        assert not problems and codec.format(text) == [kernel]
+
+
+@pytest.mark.parametrize("value,words", [
+    ("0-3:2/4", "not a number or a range"), ("3-1", "runs backwards; write it 1-3"), ("0-", "'0-'"),
+    ("-1", "'-1'"), ([0, -1], "-1 is not a CPU number"), ([0, "x"], "'x'"), (True, "expected a CPU list"),
+    ({"cpus": 1}, "expected a CPU list"), (None, "expected a CPU list"), ("0-70000", "beyond any CPU or node"),
+    ([1.5], "1.5"),
+])
+def test_cpuset_refusals_name_the_value(value, words):
+    problems = c.CPUSET_CPUS.validate(value)
+    assert problems and problems[0].startswith("cpuset.cpus: ") and words in problems[0], problems
+
+
+def test_cpuset_forms():
+    assert c.CPUSET_CPUS.parse("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert c.CPUSET_CPUS.parse("\n") == [] and c.CPUSET_CPUS.format([]) == [""]
+    assert c.CPUSET_CPUS.format([3, 2, 1, 0, 8, 11, 10]) == ["0-3,8,10-11"]
+    assert c.CPUSET_CPUS.format(7) == ["7"] and c.CPUSET_CPUS.format(["0-1", 5]) == ["0-1,5"]
+    assert c.CPUSET_CPUS.format("0,,1 2") == ["0-2"]            # bitmap_parselist skips runs of ',' and spaces
+    assert c.CPUSET_CPUS.format([4, 5]) == ["4-5"]             # '%*pbl' writes a run of two as a range
+    assert c.CPUSET_MEMS.validate("1 ") == [] and "node" in c.CPUSET_MEMS.validate("a")[0]
+    assert c.codec_for("/sys/fs/cgroup/x.slice/cpuset.cpus.effective").parse("0-1") == [0, 1]
+    with pytest.raises(c.CodecError, match="read-back 'x' is not a CPU list"):
+        c.CPUSET_CPUS.parse("x")
 
 
 @settings(deadline=None)
