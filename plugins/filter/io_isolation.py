@@ -638,7 +638,9 @@ def inference_plan(profile, settings, disks=None, facts=None):
     entry = {"label": "inference slice", "name": name, "create": True, "when_unsupported": "warn", "io": io,
              "memory": {"low": _ram(v, "inference_memory_low", memory_bytes),
                         "min": _ram(v, "inference_memory_min", memory_bytes)},
-             "cpu": {"weight": v["inference_cpu_weight"]}}
+             "cpu": dict({"weight": v["inference_cpu_weight"]},
+                         **_cpuset(facts, {"inference_cpus": v.get("inference_cpus", ""), "training_cpus": ""},
+                                   disks, "inference"))}
     entries = {name: entry}
     entries.update(group_entries(groups, {"manager": "cgroupfs", "when_unsupported": "warn",
                                           "io": {"prio_class": prio_class}}, "inference group "))
@@ -674,9 +676,18 @@ def training_plan(profile, settings, disks=None, facts=None):
     if _sized(v, "training_io_prio_class", str, "give idle or restrict-to-be, or '' for none") > 0:
         io["prio_class"] = v["training_io_prio_class"]
     name = v["training_slice"]
+    wanted = v.get("training_cpus", "")
+    if wanted == "auto":
+        # the CPUs inference does not get, as the inference role planned them before this one (site.yml's order)
+        inference = ((profile or {}).get("inference") or {}).get("slice")
+        if not inference:
+            raise AnsibleFilterError("training_cpus auto: the CPUs inference does not get, and the profile has no "
+                                     "inference plan: run aiinfra.io_isolation.inference before the training role, or "
+                                     "give training_cpus a CPU list or shared")
+        wanted = {"auto": ((profile.get("cgroups") or {}).get(inference, {}).get("cpu") or {}).get("cpus") or ""}
     entry = {"label": "training slice", "name": name, "create": True, "when_unsupported": "warn", "io": io,
              "memory": {"high": _ram(v, "training_memory_high", memory_bytes)},
-             "cpu": {"weight": v["training_cpu_weight"]}}
+             "cpu": dict({"weight": v["training_cpu_weight"]}, **_training_cpuset(facts, wanted, disks))}
     units = _units(v, "training_units")
     runtimes = _container_runtimes(v, "training_container_runtimes")
     profile = _slice_section(profile, {name: entry}, {"training": {"slice": name}})
@@ -858,8 +869,8 @@ CPU_WORDS = {"inference_cpus": ("auto", "poll"), "training_cpus": ("auto", "shar
 # (a server's BMC graphics).
 PLACEMENT_POLICY = (
     "inference auto: the online CPUs of the NUMA nodes of the data disks' NVMe controllers and of the accelerators "
-    "(the boot display excluded), memory on those nodes; inference poll: the online CPUs the data disks' poll queues "
-    "serve; training auto: the online CPUs inference does not get, memory on their nodes; shared or '': no cpuset "
+    "(the boot display excluded), memory on those nodes; inference poll: per data disk, the online CPUs of one of its poll "
+    "queues (the first on the controller's node; blk-mq maps every CPU to a poll queue, so it takes two or more); training auto: the online CPUs inference does not get, memory on their nodes; shared or '': no cpuset "
     "(every CPU)")
 
 
@@ -881,8 +892,8 @@ def _cpu_request(v, name):
 def _topology(facts):
     topology = (facts or {}).get("topology") if isinstance(facts, dict) else None
     if not isinstance(topology, dict) or not isinstance(topology.get("cpus"), dict):
-        raise AnsibleFilterError("the io_facts facts (ansible_facts.io_isolation) have no topology: run "
-                                 "aiinfra.io_isolation.io_facts from this collection's version 39 or later on the host")
+        raise AnsibleFilterError("the io_facts facts (ansible_facts.io_isolation) have no topology: they come from an "
+                                 "older io_facts; gather them again with this collection's aiinfra.io_isolation.io_facts")
     return topology
 
 
@@ -946,7 +957,7 @@ def cpu_placement(facts, settings, disks=None):
         out["inference"] = _placed(cpus, topology, "inference_cpus")
     elif word in ("auto", "poll"):
         planned = _disk_controllers(facts, _planned(disks, "inference_cpus: %s" % word))
-        inference, source = (_auto(topology, planned, online) if word == "auto" else _poll(planned, online))
+        inference, source = (_auto(topology, planned, online) if word == "auto" else _poll(planned, online, topology))
         if inference is None:
             out["notes"].append("inference_cpus auto: %s; inference runs on every CPU" % source)
         else:
@@ -965,6 +976,23 @@ def cpu_placement(facts, settings, disks=None):
                 % (format_ranges(inference), out["inference"]["source"]))
         out["training"] = _placed(rest, topology, "auto: the online CPUs inference does not get")
     return out
+
+
+def _cpuset(facts, settings, disks, tenant):
+    """{cpus, mems} for a tenant's cgroups entry from cpu_placement, or {} for no cpuset."""
+    if _cpu_request(settings, "%s_cpus" % tenant)[0] == "":
+        return {}
+    placed = cpu_placement(facts or {}, settings, disks)[tenant]
+    return dict((k, placed[k]) for k in ("cpus", "mems") if placed[k] is not None)
+
+
+def _training_cpuset(facts, wanted, disks):
+    """training_cpus: '', shared, a CPU list, or {auto: the inference slice's planned cpus ('' for none)}."""
+    if not isinstance(wanted, dict):
+        return _cpuset(facts, {"inference_cpus": "", "training_cpus": wanted}, disks, "training")
+    if not wanted["auto"]:
+        return {}          # inference has no cpuset: training shares every CPU with it
+    return _cpuset(facts, {"inference_cpus": wanted["auto"], "training_cpus": "auto"}, disks, "training")
 
 
 def _auto(topology, planned, online):
@@ -991,8 +1019,12 @@ def _auto(topology, planned, online):
     return cpus, "auto: " + "; ".join(why)
 
 
-def _poll(planned, online):
-    """(CPUs, source): the online CPUs of the data disks' poll queues; refused where a disk has none."""
+def _poll(planned, online, topology):
+    """(CPUs, source): for each data disk, the online CPUs of one of its poll queues - the first with CPUs on the
+    controller's node, else the first with an online CPU - so inference's polled I/O has queues that the other CPUs
+    (training's) never submit to. blk-mq maps every CPU to a poll queue: with one poll queue every CPU shares it and
+    there is nothing to choose, so a disk needs two or more; refused too where a disk has none or its types are
+    unknown."""
     cpus, why = set(), []
     if not planned:
         raise AnsibleFilterError("inference_cpus poll: there are no planned data disks (io_isolation_planned_disks is "
@@ -1002,21 +1034,33 @@ def _poll(planned, online):
             raise AnsibleFilterError("inference_cpus poll: data disk %s (%s) is no NVMe namespace, and only NVMe "
                                      "has poll queues: give inference_cpus auto or a CPU list"
                                      % (selector, name or "not in io_facts"))
-        queue_cpus = info.get("queue_cpus")
-        if queue_cpus is None:
+        queues = info.get("queues") or {}
+        sets = info.get("poll_queue_cpus")
+        if sets is None:
             raise AnsibleFilterError("inference_cpus poll: the queue types of %s (%s) are unknown (%s): mount debugfs "
                                      "(io_facts reads the hctx types there), or give a CPU list"
-                                     % (ctrl, selector, (info.get("queues") or {}).get("source")))
-        if not queue_cpus.get("poll"):
-            raise AnsibleFilterError("inference_cpus poll: %s (%s) has no poll queues (%s default/%s read/%s poll): "
-                                     "give it poll queues first (aiinfra.io_isolation.nvme_queues, poll_queues), or "
-                                     "give inference_cpus auto or a CPU list"
-                                     % (ctrl, selector, (info.get("queues") or {}).get("default"),
-                                        (info.get("queues") or {}).get("read"), (info.get("queues") or {}).get("poll")))
-        cpus.update(c for c in queue_cpus["poll"] if c in online)
-        why.append("%s poll queues %s" % (ctrl, format_ranges(queue_cpus["poll"])))
-    if not cpus:
-        raise AnsibleFilterError("inference_cpus poll: no online CPU is served by a poll queue (%s)" % "; ".join(why))
+                                     % (ctrl, selector, queues.get("source")))
+        if len(sets) < 2:
+            raise AnsibleFilterError(
+                "inference_cpus poll: %s (%s) has %s poll queue%s (%s default/%s read/%s poll), and blk-mq maps every "
+                "CPU to a poll queue, so %s: give it two or more (aiinfra.io_isolation.nvme_queues, poll_queues), or "
+                "give inference_cpus auto or a CPU list"
+                % (ctrl, selector, len(sets) or "no", "" if len(sets) == 1 else "s", queues.get("default"),
+                   queues.get("read"), queues.get("poll"),
+                   "every CPU shares its one poll queue" if sets else "no CPU polls"))
+        node_cpus = set(dict((n["node"], n.get("cpus") or []) for n in topology.get("nodes") or [])
+                        .get(info.get("numa_node")) or [])
+        usable = [(i, [c for c in cpu_set if c in online]) for i, cpu_set in enumerate(sets)]
+        usable = [(i, c) for i, c in usable if c]
+        if not usable:
+            raise AnsibleFilterError("inference_cpus poll: no online CPU is served by a poll queue of %s (%s)"
+                                     % (ctrl, selector))
+        local = [(i, c) for i, c in usable if node_cpus and set(c) <= node_cpus]
+        index, chosen = (local or usable)[0]
+        cpus.update(chosen)
+        why.append("%s poll queue %d of %d (CPUs %s%s)" % (
+            ctrl, index + 1, len(sets), format_ranges(chosen),
+            ", node %s" % info.get("numa_node") if local else ""))
     return sorted(cpus), "poll: " + "; ".join(why)
 
 

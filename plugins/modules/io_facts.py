@@ -156,17 +156,21 @@ ansible_facts:
             - C(queue_cpus) lists, per queue type (C(default), C(read), C(poll)), the CPUs whose I/O those hardware
               queues serve (the union of their C(mq/*/cpu_list)); blk-mq maps the possible CPUs, so an offline CPU
               stays in it. V(null) when the hctx types are unavailable (debugfs not mounted, see C(queues.source)).
+              Every type the controller has maps every CPU: with poll queues, C(queue_cpus.poll) is every CPU.
+            - C(poll_queue_cpus) lists the CPUs of each poll queue, in hardware-queue order (V([]) without poll queues,
+              V(null) when the types are unavailable); with two or more, a CPU set has a poll queue of its own.
           returned: always
           type: dict
           sample:
             nvme0: {model: QEMU NVMe Ctrl, serial: lab-nvme-a, firmware: 7.2.22, transport: pcie, state: live,
                     queue_count: 3, namespaces: [nvme0n1],
                     queues: {default: 2, read: 0, poll: 0, source: debugfs}, numa_node: 1,
-                    queue_cpus: {default: [0, 1, 2, 3], read: [], poll: []}}
+                    queue_cpus: {default: [0, 1, 2, 3], read: [], poll: []}, poll_queue_cpus: []}
             nvme1: {model: Fast NVMe, serial: SN-NODE1, firmware: 1.0, transport: pcie, state: live,
                     queue_count: 7, namespaces: [nvme1n1],
                     queues: {default: 4, read: 0, poll: 2, source: debugfs}, numa_node: 1,
-                    queue_cpus: {default: [8, 9, 10, 11, 12, 13, 14, 15], read: [], poll: [12, 13, 14, 15]}}
+                    queue_cpus: {default: [0, 1, 2, 3, 4, 5, 6, 7], read: [], poll: [0, 1, 2, 3, 4, 5, 6, 7]},
+                    poll_queue_cpus: [[0, 1, 2, 3], [4, 5, 6, 7]]}
         nvme_parameters:
           description: The nvme driver's queue parameters (sampled at probe or controller reset).
           returned: always

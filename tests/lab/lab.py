@@ -103,6 +103,10 @@ VIRTIO_SPARE_SIZE = 64 << 20
 PCI_IDENTITY_SLOTS = (0x6, 0x7)
 VIRTIO_SERIAL_MAX = 20
 PCI_NVME_SLOTS = (0x8, 0x9, 0xA, 0xB)
+# --numa: two NUMA nodes (one vCPU and half the memory each) and the second NVMe controller behind a PCIe
+# expander bridge on node 1 (pxb-pcie's numa_node), so its numa_node, its queues' CPUs and a cpuset placement
+# have something to show (issue 39). The bridge takes a free slot on pcie.0 and its own bus numbers.
+PCI_NUMA_PXB, NUMA_PXB_BUS = 0x1C, 0x80
 
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
@@ -979,11 +983,12 @@ def describe_capacity(caps: dict, meta: dict) -> str:
 
 
 def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
-                   capacity: dict | None = None, identity: list[str] | None = None) -> list[str]:
+                   capacity: dict | None = None, identity: list[str] | None = None, numa: bool = False) -> list[str]:
     """Data disks: two single-namespace NVMe controllers (distinct serials,
     EUI-64, UUID), optionally a two-controller NVMe subsystem sharing one
     namespace (native multipath), and one virtio disk with a serial. `capacity`
-    (parse_disk_capacity) throttles drives to a fixed IOPS and bandwidth."""
+    (parse_disk_capacity) throttles drives to a fixed IOPS and bandwidth. `numa`: the
+    second controller (nvme-b) sits behind the expander bridge of NUMA node 1 (numa_args)."""
     args = []
     disks = meta["disks"]
     for key, info in disks.items():
@@ -1009,6 +1014,8 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
         slots.reverse()
     for (cid, serial, subsys), slot in zip(ctrls, slots):
         dev = f"nvme,id={cid},serial={serial},addr=0x{slot:x}"
+        if numa and cid == "nvme-b":
+            dev = f"nvme,id={cid},serial={serial},bus=numa1-port"
         if subsys:
             dev += f",subsys={subsys}"
         args += ["-device", dev]
@@ -1032,6 +1039,15 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
     for i, (serial, slot) in enumerate(zip(identity or [], PCI_IDENTITY_SLOTS)):
         args += _small_virtio_disk(inst, f"identity-{i}", slot, serial)
     return args
+
+
+def numa_args() -> list[str]:
+    """QEMU arguments for --numa: nodes 0 and 1 with a vCPU and 1 GiB each, and node 1's PCIe expander bridge
+    with one root port (qemu_disk_args puts nvme-b there)."""
+    return ["-object", "memory-backend-ram,id=numa-m0,size=1G", "-object", "memory-backend-ram,id=numa-m1,size=1G",
+            "-numa", "node,nodeid=0,cpus=0,memdev=numa-m0", "-numa", "node,nodeid=1,cpus=1,memdev=numa-m1",
+            "-device", f"pxb-pcie,id=numa1-pxb,bus_nr={NUMA_PXB_BUS},numa_node=1,bus=pcie.0,addr=0x{PCI_NUMA_PXB:x}",
+            "-device", "pcie-root-port,id=numa1-port,bus=numa1-pxb,chassis=1,slot=1"]
 
 
 def _small_virtio_disk(inst: Instance, name: str, slot: int, serial: str) -> list[str]:
@@ -1128,7 +1144,8 @@ def cmd_up(a) -> None:
             "-append", append,
             "-drive", f"if=none,id=root,file={overlay},format=qcow2,cache=unsafe",
             "-device", f"virtio-blk-pci,drive=root,addr=0x{PCI_ROOT:x},serial=lab-root",
-            *qemu_disk_args(inst, meta, a.multipath, a.renumber, capacity, a.identity_disk),
+            *(numa_args() if a.numa else []),
+            *qemu_disk_args(inst, meta, a.multipath, a.renumber, capacity, a.identity_disk, a.numa),
             "-device", f"virtio-net-pci,netdev=n0,addr=0x{PCI_NET:x}",
             "-qmp", f"unix:{qmp_sock},server=on,wait=off",
             "-serial", f"file:{inst.run / 'serial.log'}",
@@ -1138,6 +1155,7 @@ def cmd_up(a) -> None:
             "name": inst.name, "guest": a.guest, "key": str(key),
             "accel": accel, "tcg_thread": a.tcg_thread if accel == "tcg" else None, "kernel": str(kernel), "initrd": str(initrd) if initrd else None,
             "append": append, "multipath": a.multipath, "renumber": a.renumber, "identity_disks": a.identity_disk,
+            "numa": a.numa,
             "disk_capacity": capacity,
             "image": str(img), "overlay": str(overlay), "qmp": str(qmp_sock),
             "serial_log": str(inst.run / "serial.log"), "instance_dir": str(inst.dir),
@@ -1356,6 +1374,7 @@ def cmd_inventory(a) -> None:
         f"      lab_guest: {st['guest']}",
         f"      lab_kernel_release: {_yaml_str(st.get('uname_r', ''))}",
         f"      lab_multipath: {str(bool(st.get('multipath'))).lower()}",
+        f"      lab_numa: {str(bool(st.get('numa'))).lower()}",
         f"      lab_renumbered: {str(bool(st.get('renumber'))).lower()}",
         "      lab_disks:",
     ]
@@ -1435,6 +1454,8 @@ def main(argv=None) -> None:
                    help="reverse the NVMe controllers' PCI order and put a spare virtio disk before the data disk")
     s.add_argument("--multipath", action="store_true",
                    help="add an NVMe subsystem with two controllers sharing one namespace")
+    s.add_argument("--numa", action="store_true",
+                   help="two NUMA nodes (a vCPU and 1 GiB each), nvme-b behind a PCIe expander bridge on node 1")
     s.add_argument("--kernel", default="debian",
                    help="debian (the image's, with initrd), custom (6.1 with io.latency/io.prio.class, "
                         "see `kernel`), or a bzImage path")

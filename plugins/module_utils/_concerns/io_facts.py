@@ -102,7 +102,7 @@ def _nvme_controllers(reader, reported, hw_by_name, debugfs):
     The split comes from debugfs only: io_facts runs no commands, so the kernel-log fallback of
     :func:`_nvme.queue_split` is not taken and the types are reported unavailable instead. ``numa_node``
     is the PCI function's (None: -1, or no PCI device); ``queue_cpus`` the CPUs each queue type serves
-    (None where the types are unavailable).
+    and ``poll_queue_cpus`` each poll queue's (None where the types are unavailable).
     """
     out = {}
     for name, ctrl in nvme.scan_controllers(reader.fs, reader.warnings).items():
@@ -119,6 +119,7 @@ def _nvme_controllers(reader, reported, hw_by_name, debugfs):
                        "source": split["source"] or "unavailable (%s)" % split["note"]},
             "numa_node": topology.nvme_node(reader.fs, name),
             "queue_cpus": nvme.queue_cpus(queue_disks),
+            "poll_queue_cpus": nvme.poll_queue_cpus(queue_disks),
         }
     return out
 

@@ -380,13 +380,31 @@ def queue_cpus(namespaces):
     the kernel lists them: possible CPUs, offline ones too), from the first namespace with hctxs (one tag set per
     controller); None when a hctx's type is unknown (no debugfs), since a CPU list without its type says nothing of
     which CPUs poll. A type without queues has []."""
-    hctx_list = next((ns["hctxs"] for _n, ns in sorted(namespaces.items()) if ns["hctxs"]), [])
-    if not hctx_list or not all(h.get("type") in QUEUE_TYPES for h in hctx_list):
+    hctx_list = _typed_hctxs(namespaces)
+    if hctx_list is None:
         return None
     out = dict((kind, set()) for kind in QUEUE_TYPES)
     for h in hctx_list:
         out[h["type"]].update(h["cpu_list"] or [])
     return dict((kind, sorted(cpus)) for kind, cpus in out.items())
+
+
+def poll_queue_cpus(namespaces):
+    """The CPUs of each poll hardware queue, in hctx order (None: types unknown). blk-mq maps every possible CPU to a
+    queue of each type it has, so the poll queues' union is every CPU; one poll queue serves them all, and only with
+    two or more does a CPU set have a poll queue of its own."""
+    hctx_list = _typed_hctxs(namespaces)
+    if hctx_list is None:
+        return None
+    return [sorted(h["cpu_list"] or []) for h in hctx_list if h["type"] == "poll"]
+
+
+def _typed_hctxs(namespaces):
+    """The hctxs of the first namespace that has them (one tag set per controller), when each one's type is known."""
+    hctx_list = next((ns["hctxs"] for _n, ns in sorted(namespaces.items()) if ns["hctxs"]), [])
+    if not hctx_list or not all(h.get("type") in QUEUE_TYPES for h in hctx_list):
+        return None
+    return hctx_list
 
 
 # == nvme-cli ===================================================================================

@@ -35,15 +35,17 @@ def spread(host, disk, queues):
             host.write("/sys/kernel/debug/block/%s/hctx%d/type" % (disk, index), kind)
 
 
-def two_sockets(tmp_path, debugfs=True):
+def two_sockets(tmp_path, debugfs=True, poll_queues=2):
+    """``poll_queues``: nvme1's, 1 or 2 (blk-mq spreads every CPU over them: one takes 0-15, two 0-7 and 8-15)."""
     h = FakeHost(tmp_path, ncpus=16, debugfs=debugfs)
     h.add_numa({0: ("0-7", 64 * GiB), 1: ("8-15", 64 * GiB)})
-    h.set_nvme_params(poll_queues=2)
+    h.set_nvme_params(poll_queues=poll_queues)
     h.add_nvme(ctrl=0, serial="SN-NODE0", majmin="259:0", hw_queues=4, pci="0000:00:04.0")
-    h.add_nvme(ctrl=1, serial="SN-NODE1", majmin="259:1", hw_queues=4, poll_queues=2, pci="0000:00:05.0")
+    h.add_nvme(ctrl=1, serial="SN-NODE1", majmin="259:1", hw_queues=4, poll_queues=poll_queues, pci="0000:00:05.0")
     spread(h, "nvme0n1", [("default", range(i * 4, i * 4 + 4)) for i in range(4)])
+    per_queue = 16 // poll_queues
     spread(h, "nvme1n1", [("default", range(i * 4, i * 4 + 4)) for i in range(4)]
-           + [("poll", range(0, 8)), ("poll", range(8, 16))])
+           + [("poll", range(i * per_queue, (i + 1) * per_queue)) for i in range(poll_queues)])
     h.set_pci_node("0000:00:04.0", 0, "0-7")
     h.set_pci_node("0000:00:05.0", 1, "8-15")
     h.add_pci("0000:00:06.0", DISPLAY_3D, NVIDIA, H100, node=0, local_cpulist="0-7")

@@ -48,19 +48,36 @@ def test_two_sockets_gpus_on_both_nodes_leave_training_nothing_under_auto(tmp_pa
         place(facts, planned, "auto", "auto")
 
 
-def test_two_sockets_poll_puts_inference_on_the_polling_cpus(tmp_path):
+def test_two_sockets_poll_puts_inference_on_its_own_poll_queue(tmp_path):
+    """blk-mq maps every CPU to a poll queue (nvme1's two: 0-7 and 8-15): inference takes the one on the controller's
+    node, training the CPUs that poll through the other."""
     facts = gathered(hosts.two_sockets(tmp_path))
-    out = place(facts, disks(facts, "nvme1n1"), "poll", [0, 1])
-    assert out["inference"]["cpus"] == "0-15" and out["inference"]["source"] == "poll: nvme1 poll queues 0-15"
-    assert out["training"] == {"cpus": "0-1", "mems": "0", "source": "training_cpus"}
-    assert out["notes"] == ["training_cpus 0-1 are all inference's CPUs too"]
+    assert facts["nvme"]["nvme1"]["queue_cpus"]["poll"] == list(range(16))
+    assert facts["nvme"]["nvme1"]["poll_queue_cpus"] == [list(range(8)), list(range(8, 16))]
+    out = place(facts, disks(facts, "nvme1n1"), "poll", "auto")
+    assert out["inference"] == {"cpus": "8-15", "mems": "1", "source": "poll: nvme1 poll queue 2 of 2 (CPUs 8-15, node 1)"}
+    assert out["training"] == {"cpus": "0-7", "mems": "0", "source": "auto: the online CPUs inference does not get"}
+    out = place(facts, disks(facts, "nvme1n1"), "poll", [8, 9])
+    assert out["training"] == {"cpus": "8-9", "mems": "1", "source": "training_cpus"}
+    assert out["notes"] == ["training_cpus 8-9 are all inference's CPUs too"]
 
 
 def test_poll_on_a_disk_without_poll_queues_is_refused(tmp_path):
     facts = gathered(hosts.two_sockets(tmp_path))
     with pytest.raises(AnsibleFilterError, match=r"inference_cpus poll: nvme0 \(.*\) has no poll queues \(4 default/0 "
-                                                 r"read/0 poll\): give it poll queues first"):
+                                                 r"read/0 poll\), and blk-mq maps every CPU to a poll queue, so no CPU "
+                                                 r"polls: give it two or more"):
         place(facts, disks(facts, "nvme0n1", "nvme1n1"), "poll")
+
+
+def test_poll_with_one_poll_queue_is_refused(tmp_path):
+    """One poll queue serves every CPU: nothing to give inference that training would not share."""
+    facts = gathered(hosts.two_sockets(tmp_path, poll_queues=1))
+    assert facts["nvme"]["nvme1"]["poll_queue_cpus"] == [list(range(16))]
+    with pytest.raises(AnsibleFilterError, match=r"nvme1 \(.*\) has 1 poll queue \(4 default/0 read/1 poll\), and "
+                                                 r"blk-mq maps every CPU to a poll queue, so every CPU shares its one "
+                                                 r"poll queue: give it two or more"):
+        place(facts, disks(facts, "nvme1n1"), "poll")
 
 
 def test_poll_without_debugfs_is_refused(tmp_path):

@@ -321,3 +321,58 @@ def test_bad_input_names_the_variable_and_the_fix(call, words):
 def test_a_missing_latency_is_none():
     # Jinja's int of null was 0 (no target): still so.
     assert "latency" not in inference(inference_io_latency_us=None)["cgroups"]["inference.slice"]["io"]
+
+
+# -- CPUs (issue 39): inference_cpus / training_cpus through cpu_placement -----------------------------------------
+
+def _two_nodes(tmp_path):
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import io_facts
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFS
+    from sim import topology
+    facts = io_facts.gather(KernelFS(topology.lab_two_nodes(tmp_path).root), release="6.12.57+deb13-amd64")
+    facts["host"] = dict(facts.get("host") or {}, memory_stable_bytes=8589934592)
+    disks = [{"device": facts["devices"]["nvme0n1"]["identity"]["stable_selector"], "model": {}}]
+    return facts, disks
+
+
+def test_no_cpus_asked_no_cpuset_and_no_topology_needed():
+    profile = training(inference(), inference_cpus="")
+    assert profile["cgroups"]["inference.slice"]["cpu"] == {"weight": 1000}
+    assert profile["cgroups"]["training.slice"]["cpu"] == {"weight": 100}
+
+
+def test_auto_places_inference_on_its_disks_node_and_training_on_the_rest(tmp_path):
+    facts, disks = _two_nodes(tmp_path)
+    profile = inference(disks=disks, facts=facts, inference_cpus="auto")
+    assert profile["cgroups"]["inference.slice"]["cpu"] == {"weight": 1000, "cpus": "2-3", "mems": "1"}
+    profile = training(profile, disks=disks, facts=facts, training_cpus="auto")
+    assert profile["cgroups"]["training.slice"]["cpu"] == {"weight": 100, "cpus": "0-1", "mems": "0"}
+    assert training(profile, disks=disks, facts=facts, training_cpus="shared")["cgroups"]["training.slice"]["cpu"] == {
+        "weight": 100}
+    assert training(profile, disks=disks, facts=facts, training_cpus="3")["cgroups"]["training.slice"]["cpu"] == {
+        "weight": 100, "cpus": "3", "mems": "1"}
+
+
+def test_training_auto_follows_an_inference_without_cpuset(tmp_path):
+    facts, disks = _two_nodes(tmp_path)
+    profile = training(inference(disks=disks, facts=facts), disks=disks, facts=facts, training_cpus="auto")
+    assert profile["cgroups"]["training.slice"]["cpu"] == {"weight": 100}
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda facts, disks: training({}, disks=disks, facts=facts, training_cpus="auto"),
+     "training_cpus auto: the CPUs inference does not get, and the profile has no inference plan"),
+    (lambda facts, disks: inference(disks=disks, facts=facts, inference_cpus="0-1,999"),
+     r"inference_cpus 0-1,999: CPU 999 is not online on this host \(online: 0-3\); give CPUs from 0-3"),
+    (lambda facts, disks: inference(disks=disks, facts=facts, inference_cpus="poll"),
+     "inference_cpus poll: nvme0 (.*) has no poll queues"),
+    (lambda facts, disks: training(inference(disks=disks, facts=facts, inference_cpus="0-3"), disks=disks, facts=facts,
+                                   training_cpus="auto"),
+     r"training_cpus auto: inference takes every online CPU \(0-3, from inference_cpus\)"),
+    (lambda facts, disks: inference(disks=disks, facts={"host": facts["host"]}, inference_cpus="auto"),
+     "have no topology: they come from an older io_facts"),
+])
+def test_bad_cpus_are_refused_naming_the_variable(tmp_path, call, words):
+    facts, disks = _two_nodes(tmp_path)
+    with pytest.raises(AnsibleFilterError, match=words):
+        call(facts, disks)
