@@ -928,6 +928,12 @@ def cmd_kernel(a) -> None:
         print(f"custom kernel: {k} ({'copied into the cache at first use' if source == 'seed' else source})")
         return
     dest = cached_kernel()
+    if not a.force and custom_kernel_status()[1] == "seed":
+        # the prebuilt copy beside the clone, as `up --kernel custom` would take it at first use: a build costs
+        # about 22 minutes of both cores, which make test's other lane needs
+        print(f"custom kernel: {find_custom_kernel()} (seeded from the prebuilt copy beside the clone; "
+              "`lab.py kernel --force` builds it)")
+        return
     with locked(cache_root() / "kernels.lock"):
         if dest.is_file() and not a.force:
             print(f"custom kernel: {dest} is already there (`lab.py kernel --force` rebuilds it)")
