@@ -1020,8 +1020,10 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
         slots.reverse()
     for (cid, serial, subsys), slot in zip(ctrls, slots):
         dev = f"nvme,id={cid},serial={serial},addr=0x{slot:x}"
-        if numa and cid == "nvme-b":
-            dev = f"nvme,id={cid},serial={serial},bus=numa1-port"
+        if numa:
+            # with an expander bridge, a device without bus= lands on the newest bus (the bridge's): name it
+            dev = (f"nvme,id={cid},serial={serial},bus=numa1-port" if cid == "nvme-b"
+                   else f"nvme,id={cid},serial={serial},bus=pcie.0,addr=0x{slot:x}")
         if subsys:
             dev += f",subsys={subsys}"
         args += ["-device", dev]
@@ -1041,7 +1043,8 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
     if renumber:
         args += _small_virtio_disk(inst, "virtio-spare", PCI_VDATA, VIRTIO_SPARE_SERIAL)
         vaddr = PCI_VDATA_RENUMBERED
-    args += ["-device", f"virtio-blk-pci,drive=d-virtio-data,addr=0x{vaddr:x},serial={v['serial']}"]
+    args += ["-device", f"virtio-blk-pci,drive=d-virtio-data,{'bus=pcie.0,' if numa else ''}addr=0x{vaddr:x},"
+                        f"serial={v['serial']}"]
     for i, (serial, slot) in enumerate(zip(identity or [], PCI_IDENTITY_SLOTS)):
         args += _small_virtio_disk(inst, f"identity-{i}", slot, serial)
     return args
@@ -1152,7 +1155,7 @@ def cmd_up(a) -> None:
             "-device", f"virtio-blk-pci,drive=root,addr=0x{PCI_ROOT:x},serial=lab-root",
             *(numa_args() if a.numa else []),
             *qemu_disk_args(inst, meta, a.multipath, a.renumber, capacity, a.identity_disk, a.numa),
-            "-device", f"virtio-net-pci,netdev=n0,addr=0x{PCI_NET:x}",
+            "-device", f"virtio-net-pci,netdev=n0,{'bus=pcie.0,' if a.numa else ''}addr=0x{PCI_NET:x}",
             "-qmp", f"unix:{qmp_sock},server=on,wait=off",
             "-serial", f"file:{inst.run / 'serial.log'}",
             "-pidfile", str(inst.pidfile), "-daemonize",

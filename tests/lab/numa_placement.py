@@ -15,7 +15,7 @@ NVMe controller behind node 1's PCIe expander bridge (``lab.py up --numa``), the
 4. after a reboot the slice holds them (the drop-in); ``state: absent`` takes them away;
 5. site.yml with ``inference_cpus: auto`` and ``training_cpus: auto`` puts inference.slice on node 1 and
    training.slice on node 0, and its re-run changes nothing; purge.yml takes them away.
-  usage: python3 tests/lab/numa_placement.py VENV_BIN [--guest debian12|debian13] [--keep]
+  usage: .venv/bin/python tests/lab/numa_placement.py VENV_BIN [--guest debian12|debian13] [--keep]  (the filter needs ansible)
 """
 
 import argparse
@@ -50,8 +50,8 @@ def module(bin_dir, inventory, name, module_name, args):
     """One module call through ansible ad hoc; its JSON result."""
     env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
                ANSIBLE_COLLECTIONS_PATH="%s/.cache/collections:%s/.cache/installed" % (REPO, REPO))
-    r = subprocess.run([os.path.join(bin_dir, "ansible"), "-i", inventory, name, "-m", module_name,
-                        "-a", json.dumps(args)], text=True, capture_output=True, env=env, check=False)
+    r = subprocess.run([os.path.join(bin_dir, "ansible"), "-i", inventory, name, "-m", module_name]
+                       + (["-a", json.dumps(args)] if args else []), text=True, capture_output=True, env=env, check=False)
     try:
         return json.loads(r.stdout)["plays"][0]["tasks"][0]["hosts"][name]
     except (ValueError, KeyError, IndexError):
