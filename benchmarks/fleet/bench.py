@@ -234,9 +234,8 @@ def time_filters(fleet_dir, names):
     base, inf, tra = _defaults("io_baseline"), _defaults("inference"), _defaults("training")
     base.update(FLEET_VARS)
     tra.update(FLEET_VARS)
-    base_settings = dict((k, v) for k, v in base.items() if k.startswith("io_baseline_") and not
-                         isinstance(v, str) or k in ("io_baseline_host_tier_slice", "io_baseline_batch_slice",
-                                                      "io_baseline_host_tier_memory_min"))
+    # what the role passes baseline_plan (roles/io_baseline/tasks/main.yml)
+    base_settings = dict((k, base[k]) for k in f.BASELINE_VARS + f.TIER_VARS)
     share = dict((k, base[k]) for k in base if k.startswith("io_baseline_io_share_"))
     with open(os.path.join(fleet_dir, "inventory.yml"), encoding="utf-8") as fh:
         inventory = yaml.safe_load(fh)["all"]["children"]
@@ -358,8 +357,8 @@ def main(argv=None):
             fleet_dir = os.path.join(args.out, "fleet-%d-%d" % (hosts, entries))
             t = time.monotonic()
             fleet = build_fleet(fleet_dir, hosts, entries)
-            print("fleet %d hosts, %d entries: built in %.1f s (%d shapes)" % (hosts, entries, time.monotonic() - t,
-                                                                              fleet["shapes"]), flush=True)
+            print("fleet %d hosts, %d entries: built in %.1f s (%d shapes)"
+                  % (hosts, entries, time.monotonic() - t, fleet["shapes"]), flush=True)
             for playbook in args.playbooks:
                 for forks in args.forks:
                     r = run_playbook(fleet_dir, playbook, forks,

@@ -893,7 +893,8 @@ CPU_WORDS = {"inference_cpus": ("auto", "poll"), "training_cpus": ("auto", "shar
 PLACEMENT_POLICY = (
     "inference auto: the online CPUs of the NUMA nodes of the data disks' NVMe controllers and of the accelerators "
     "(the boot display excluded), memory on those nodes; inference poll: per data disk, the online CPUs of one of its poll "
-    "queues (the first on the controller's node; blk-mq maps every CPU to a poll queue, so it takes two or more); training auto: the online CPUs inference does not get, memory on their nodes; shared or '': no cpuset "
+    "queues (the first on the controller's node; blk-mq maps every CPU to a poll queue, so it takes two or more); "
+    "training auto: the online CPUs inference does not get, memory on their nodes; shared or '': no cpuset "
     "(every CPU)")
 
 
