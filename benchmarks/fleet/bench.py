@@ -31,7 +31,6 @@ import os
 import platform
 import random
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -337,6 +336,23 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
+def merge(paths, results, label):
+    """One result of several runs of this script (the same machine and tree): their runs and filter timings."""
+    parts = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            parts.append(json.load(f))
+    result = dict(parts[0], runs=[r for p in parts for r in p["runs"]], filters=[x for p in parts for x in p["filters"]])
+    result["growth"] = summarize(result["runs"])
+    stem = os.path.join(results, result["date"] + ("-" + label if label else ""))
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    with open(stem + ".md", "w", encoding="utf-8") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--hosts", type=int, nargs="+", default=[100, 1000, 5000])
@@ -350,7 +366,10 @@ def main(argv=None):
     p.add_argument("--results", default=os.path.join(HERE, "results"))
     p.add_argument("--label", default="")
     p.add_argument("--note", default="", help="a line about the machine's load, for the results")
+    p.add_argument("--merge", nargs="+", metavar="JSON", help="merge earlier results into one (no runs)")
     args = p.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.results, args.label)
     runs, filters = [], []
     for entries in args.db:
         for hosts in args.hosts:
