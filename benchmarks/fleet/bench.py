@@ -344,6 +344,7 @@ def merge(paths, results, label):
             parts.append(json.load(f))
     result = dict(parts[0], runs=[r for p in parts for r in p["runs"]], filters=[x for p in parts for x in p["filters"]])
     result["growth"] = summarize(result["runs"])
+    os.makedirs(results, exist_ok=True)
     stem = os.path.join(results, result["date"] + ("-" + label if label else ""))
     with open(stem + ".json", "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1, sort_keys=True)
