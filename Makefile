@@ -20,14 +20,14 @@ export LANG := C.UTF-8
 # promtool (make promtool) for the Prometheus rule and metric tests.
 export PATH := $(abspath $(BIN)):$(abspath $(CACHE))/promtool/usr/bin:$(PATH)
 
-.PHONY: help setup apt venv tree collections promtool check demo-test record-summaries unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin
+.PHONY: help setup apt venv tree collections promtool check demo-test record-summaries unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin bench-fleet
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test (make check: the stages that need no VM)"
 	@echo "make unit | sanity | py39-check | ee-check | lint | build | docs-check | docs | changelog-check | test-newest | bench-isolation-smoke"
 	@echo "make lab-test (all scenarios) | $(LAB_STAGES)"
-	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | bench-vrate-pin | bench-rollout | clean"
+	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | bench-vrate-pin | bench-rollout | bench-fleet | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -190,6 +190,13 @@ bench-vrate-pin: lab-images
 # callback). Results in benchmarks/rollout/results/ (benchmarks/rollout/README.md).
 bench-rollout: lab-images
 	$(BIN)/python benchmarks/rollout/bench.py $(BENCH_ARGS)
+
+# Benchmark (not a test), no VM: site.yml and verify.yml over synthetic fleets of 100, 1,000 and 5,000 hosts whose
+# two module executions a connection made for the benchmark answers from recorded io_facts; controller CPU and
+# memory per host, the growth exponent, each planning filter timed. Results in benchmarks/fleet/results/
+# (benchmarks/fleet/README.md, docs/fleet.md).
+bench-fleet: setup
+	$(BIN)/python benchmarks/fleet/bench.py $(BENCH_ARGS)
 
 # The same benchmark cut to one configuration and a few seconds, so that it cannot rot (make test). Its
 # guest runs under single-threaded TCG: a kprobe attached while the other vCPU runs the probed function

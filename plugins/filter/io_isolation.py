@@ -9,19 +9,41 @@ __metaclass__ = type
 
 # The roles' planning filters (controller side). Each filter is documented in plugins/filter/<name>.yml.
 
+import importlib
+
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import (
-    COST_COEFS, CPUSET_CPUS, QOS_PARAMS, CodecError, format_ranges, parse_rate)
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.iocost import KERNEL_CLASSES, kernel_class
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.placement import is_pattern, unit_problem
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import validate_unit_name
-from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import device_class, match_entry
 
-try:
-    import jmespath
-except ImportError:  # pragma: no cover - reported when a query is used
-    jmespath = None
+class _Lazy(object):
+    """A module imported when one of its names is first used, not when this file is imported.
+
+    ansible-core imports every filter file of the collection in each worker process that templates one of the
+    collection's filters, and forks a worker per task and host, so what these files import at the top is paid for
+    per task and host: the module_utils below took about 100 ms of CPU each time (make bench-fleet,
+    benchmarks/fleet/README.md). A filter that needs one of them imports it in the worker that calls it."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+_PKG = "ansible_collections.aiinfra.io_isolation.plugins."
+_codecs = _Lazy(_PKG + "module_utils._host.codecs")
+_iocost = _Lazy(_PKG + "module_utils._concerns.iocost")
+_placement = _Lazy(_PKG + "module_utils._concerns.placement")
+_cgroups = _Lazy(_PKG + "module_utils._host.cgroups")
+_calibration_db = _Lazy(_PKG + "plugin_utils._calibration_db")
+
+
+def _jmespath():
+    """The jmespath library, or None without it (reported when a query is used)."""
+    try:
+        return importlib.import_module("jmespath")
+    except ImportError:  # pragma: no cover
+        return None
+
 
 CAP_KEYS = {"rbps": "rbps", "wbps": "wbps", "riops": "rrandiops", "wiops": "wrandiops"}
 
@@ -69,6 +91,7 @@ def select_disks(facts, selectors=None, query=None):
         return out
     if not query:
         return []
+    jmespath = _jmespath()
     if jmespath is None:
         raise AnsibleFilterError("selecting disks by query needs the jmespath Python library on the controller")
     try:
@@ -126,11 +149,11 @@ def entry_solution(entry, name):
         return None, None, ("%s has no %r solution: %s; set io_baseline_qos_solution to one it has, or none"
                             % (label, name, why))
     qos = found.get("qos")
-    if not isinstance(qos, dict) or any(k not in qos for k in QOS_PARAMS):
+    if not isinstance(qos, dict) or any(k not in qos for k in _codecs.QOS_PARAMS):
         return None, None, "%s: solution %r has no complete qos (%s); calibrate this class again" % (
-            label, name, ", ".join(QOS_PARAMS))
+            label, name, ", ".join(_codecs.QOS_PARAMS))
     figures = dict((k, v) for k, v in found.items() if k != "qos")
-    return dict((k, qos[k]) for k in QOS_PARAMS), figures, None
+    return dict((k, qos[k]) for k in _codecs.QOS_PARAMS), figures, None
 
 
 def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=False, calibrated_vrate_max=None,
@@ -161,7 +184,7 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
         if explicit:
             model, source = explicit[0], "explicit"
         else:
-            entry, warning = match_entry(identity, calibration)
+            entry, warning = _calibration_db.match_entry(identity, calibration)
             if warning:
                 out["warnings"].append(warning)
             if entry:
@@ -187,7 +210,7 @@ def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=
         out["sources"][selector] = source
         out["qos_sources"][selector] = qos_source
         if source == "kernel":
-            cls = device_class(identity)
+            cls = _calibration_db.device_class(identity)
             out["uncalibrated"].append({"device": selector, "name": identity.get("name"), "model": cls[0],
                                         "firmware": cls[1], "capacity_bytes": cls[2]})
         out["disks"].append({"device": selector, "model": expected_model(disk, model)})
@@ -232,17 +255,17 @@ def expected_model(disk, model):
     does not give keep that base (a partial write keeps the others, observed on 6.1 and 6.12).
     """
     held = dict((disk.get("iocost") or {}).get("model") or {})
-    if held.get("ctrl") == "auto" and all(k in held for k in COST_COEFS):
-        base = dict((k, int(held[k])) for k in COST_COEFS)
+    if held.get("ctrl") == "auto" and all(k in held for k in _codecs.COST_COEFS):
+        base = dict((k, int(held[k])) for k in _codecs.COST_COEFS)
     else:
-        cls = kernel_class(disk["identity"].get("rotational"), (disk.get("queue") or {}).get("nr_requests"))
-        base = dict(KERNEL_CLASSES[cls])
+        cls = _iocost.kernel_class(disk["identity"].get("rotational"), (disk.get("queue") or {}).get("nr_requests"))
+        base = dict(_iocost.KERNEL_CLASSES[cls])
     if model and model.get("ctrl") != "auto":
-        for key in COST_COEFS:
+        for key in _codecs.COST_COEFS:
             if key in model:
                 try:
-                    base[key] = parse_rate(model[key]) if key in ("rbps", "wbps") else int(model[key])
-                except (CodecError, TypeError, ValueError):
+                    base[key] = _codecs.parse_rate(model[key]) if key in ("rbps", "wbps") else int(model[key])
+                except (_codecs.CodecError, TypeError, ValueError):
                     raise AnsibleFilterError("iocost model %s=%r for %s is not a number"
                                              % (key, model[key], stable_selector(disk["identity"])))
     return base
@@ -407,8 +430,8 @@ def _unit_list(settings, name, patterns=True):
     """A list of service names (and patterns) the roles pass on, each checked as the placement module would."""
     units = _units(settings, name)
     for unit in units:
-        problem = ("%r is a pattern: give service names here" % unit) if not patterns and is_pattern(unit) \
-            else unit_problem(unit)
+        problem = ("%r is a pattern: give service names here" % unit) if not patterns and _placement.is_pattern(unit) \
+            else _placement.unit_problem(unit)
         if problem:
             raise AnsibleFilterError("%s: %s" % (name, problem))
     return units
@@ -417,7 +440,7 @@ def _unit_list(settings, name, patterns=True):
 def _tier_slice(settings, name):
     value = settings[name]
     if not isinstance(value, str) or not value.strip().endswith(".slice") or value.strip() in OWN_SLICES \
-            or validate_unit_name(value.strip()):
+            or _cgroups.validate_unit_name(value.strip()):
         raise AnsibleFilterError("%s is %s: give a slice name of its own, such as hostcritical.slice (not %s)"
                                  % (name, _short(repr(value)), ", ".join(OWN_SLICES)))
     return value.strip()
@@ -552,7 +575,7 @@ def _placement_section(profile, label, units, slice_name, allow_critical, **extr
     section = dict(profile.get("placement") or {})
     entries = [e for e in section.get("units") or [] if e.get("label") != label]
     for unit in units:
-        entry = {"label": label, ("pattern" if is_pattern(unit) else "name"): unit,
+        entry = {"label": label, ("pattern" if _placement.is_pattern(unit) else "name"): unit,
                  "slice": slice_name}
         if allow_critical:
             entry["allow_critical"] = True
@@ -882,12 +905,12 @@ def _cpu_request(v, name):
         return "", None
     if isinstance(value, str) and value.strip() in CPU_WORDS[name]:
         return value.strip(), None
-    problems = CPUSET_CPUS.validate(value)
+    problems = _codecs.CPUSET_CPUS.validate(value)
     if problems:
         raise AnsibleFilterError("%s is %s: give %s, a CPU list such as '0-3,8' or a list of CPU numbers, or '' for "
                                  "none (%s)" % (name, _short(repr(value)), " or ".join(CPU_WORDS[name]),
                                                 problems[0].split(": ", 1)[1]))
-    return "list", CPUSET_CPUS.normalize(value)
+    return "list", _codecs.CPUSET_CPUS.normalize(value)
 
 
 def _topology(facts):
@@ -923,7 +946,7 @@ def _mems(topology, cpus):
 
 
 def _placed(cpus, topology, source):
-    return {"cpus": format_ranges(cpus), "mems": format_ranges(_mems(topology, cpus)) if _mems(topology, cpus)
+    return {"cpus": _codecs.format_ranges(cpus), "mems": _codecs.format_ranges(_mems(topology, cpus)) if _mems(topology, cpus)
             else None, "source": source}
 
 
@@ -949,9 +972,9 @@ def cpu_placement(facts, settings, disks=None):
         offline = [c for c in cpus or [] if c not in online]
         if offline:
             raise AnsibleFilterError("%s %s: CPU %s %s not online on this host (online: %s); give CPUs from %s"
-                                     % (name, format_ranges(cpus), format_ranges(offline),
-                                        "is" if len(offline) == 1 else "are", format_ranges(online),
-                                        format_ranges(online)))
+                                     % (name, _codecs.format_ranges(cpus), _codecs.format_ranges(offline),
+                                        "is" if len(offline) == 1 else "are", _codecs.format_ranges(online),
+                                        _codecs.format_ranges(online)))
     word, cpus = requests["inference_cpus"]
     inference = None
     if word == "list":
@@ -968,14 +991,14 @@ def cpu_placement(facts, settings, disks=None):
     if word == "list":
         out["training"] = _placed(cpus, topology, "training_cpus")
         if inference is not None and not set(cpus) - set(inference):
-            out["notes"].append("training_cpus %s are all inference's CPUs too" % format_ranges(cpus))
+            out["notes"].append("training_cpus %s are all inference's CPUs too" % _codecs.format_ranges(cpus))
     elif word == "auto" and inference is not None:
         rest = [c for c in online if c not in inference]
         if not rest:
             raise AnsibleFilterError(
                 "training_cpus auto: inference takes every online CPU (%s, from %s), so training would have none: "
                 "give training_cpus shared (both tenants on every CPU) or a CPU list, or narrow inference_cpus"
-                % (format_ranges(inference), out["inference"]["source"]))
+                % (_codecs.format_ranges(inference), out["inference"]["source"]))
         out["training"] = _placed(rest, topology, "auto: the online CPUs inference does not get")
     return out
 
@@ -1017,7 +1040,7 @@ def _auto(topology, planned, online):
         why.append("node %d: %s" % (node, ", ".join(what)))
     if not cpus:
         raise AnsibleFilterError("inference_cpus auto: nodes %s have no online CPU (%s): give inference_cpus a CPU list"
-                                 % (format_ranges(nodes), "; ".join(why)))
+                                 % (_codecs.format_ranges(nodes), "; ".join(why)))
     return cpus, "auto: " + "; ".join(why)
 
 
@@ -1061,7 +1084,7 @@ def _poll(planned, online, topology):
         index, chosen = (local or usable)[0]
         cpus.update(chosen)
         why.append("%s poll queue %d of %d (CPUs %s%s)" % (
-            ctrl, index + 1, len(sets), format_ranges(chosen),
+            ctrl, index + 1, len(sets), _codecs.format_ranges(chosen),
             ", node %s" % info.get("numa_node") if local else ""))
     return sorted(cpus), "poll: " + "; ".join(why)
 

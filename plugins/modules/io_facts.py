@@ -156,7 +156,7 @@ ansible_facts:
             - C(queue_cpus) lists, per queue type (C(default), C(read), C(poll)), the CPUs whose I/O those hardware
               queues serve (the union of their C(mq/*/cpu_list)); blk-mq maps the possible CPUs, so an offline CPU
               stays in it. V(null) when the hctx types are unavailable (debugfs not mounted, see C(queues.source)).
-              Every type the controller has maps every CPU: with poll queues, C(queue_cpus.poll) is every CPU.
+              Every type the controller has maps every CPU; with poll queues, C(queue_cpus.poll) is every CPU.
             - C(poll_queue_cpus) lists the CPUs of each poll queue, in hardware-queue order (V([]) without poll queues,
               V(null) when the types are unavailable); with two or more, a CPU set has a poll queue of its own.
           returned: always
