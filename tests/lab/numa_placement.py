@@ -21,13 +21,13 @@ NVMe controller behind node 1's PCIe expander bridge (``lab.py up --numa``), the
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LAB = [sys.executable, os.path.join(REPO, "tests", "lab", "lab.py")]
+import labcall
+from labcall import REPO, lab, module
+
 DROPIN = "/etc/systemd/system/inference.slice.d"
 
 
@@ -35,27 +35,8 @@ def say(msg):
     print("numa-placement: %s" % msg, flush=True)
 
 
-def lab(*args, check=True):
-    return subprocess.run(LAB + list(args), check=check, text=True, capture_output=True)
-
-
 def guest(name, script, check=True):
-    r = lab("ssh", name, "--", "bash -c %s" % shlex.quote(script), check=False)
-    if check and r.returncode != 0:
-        raise SystemExit("guest command failed (rc %d): %s\n%s%s" % (r.returncode, script, r.stdout, r.stderr))
-    return r.stdout
-
-
-def module(bin_dir, inventory, name, module_name, args):
-    """One module call through ansible ad hoc; its JSON result."""
-    env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_COLLECTIONS_PATH="%s/.cache/collections:%s/.cache/installed" % (REPO, REPO))
-    r = subprocess.run([os.path.join(bin_dir, "ansible"), "-i", inventory, name, "-m", module_name]
-                       + (["-a", json.dumps(args)] if args else []), text=True, capture_output=True, env=env, check=False)
-    try:
-        return json.loads(r.stdout)["plays"][0]["tasks"][0]["hosts"][name]
-    except (ValueError, KeyError, IndexError):
-        raise SystemExit("ansible printed no result (rc %d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    return labcall.guest(name, script, check).stdout
 
 
 def playbook(bin_dir, inventory, groups, name, extra):

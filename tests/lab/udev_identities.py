@@ -22,16 +22,14 @@ udev over 10,000 identities; this checks the model against udev.
 """
 
 import argparse
-import json
 import os
 import random
-import shlex
-import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LAB = [sys.executable, os.path.join(REPO, "tests", "lab", "lab.py")]
+import labcall
+from labcall import REPO, guest, lab
+
 DATA_SERIAL = "lab-virtio-data"
 HOSTILE = [" " + DATA_SERIAL, 'q"$k%n\\*?[|,x']
 RULE_PREFIX = "/etc/udev/rules.d/91-aiinfra-idtest-"
@@ -39,17 +37,6 @@ RULE_PREFIX = "/etc/udev/rules.d/91-aiinfra-idtest-"
 
 def say(msg):
     print("udev-identities: %s" % msg, flush=True)
-
-
-def lab(*args, check=True):
-    return subprocess.run(LAB + list(args), check=check, text=True, capture_output=True)
-
-
-def guest(name, script, check=True):
-    r = lab("ssh", name, "--", "bash -c %s" % shlex.quote(script), check=False)
-    if check and r.returncode != 0:
-        raise SystemExit("guest command failed (rc %d): %s\n%s%s" % (r.returncode, script, r.stdout, r.stderr))
-    return r
 
 
 def disks(name):
@@ -69,14 +56,7 @@ def udev_sees(raw):
 
 def module(bin_dir, inventory, name, args):
     """One blk_queue call through ansible ad hoc; its JSON result."""
-    env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_COLLECTIONS_PATH="%s/.cache/collections:%s/.cache/installed" % (REPO, REPO))
-    r = subprocess.run([os.path.join(bin_dir, "ansible"), "-i", inventory, name, "-m", "aiinfra.io_isolation.blk_queue",
-                        "-a", json.dumps(args)], text=True, capture_output=True, env=env, check=False)
-    try:
-        return json.loads(r.stdout)["plays"][0]["tasks"][0]["hosts"][name]
-    except (ValueError, KeyError, IndexError):
-        raise SystemExit("ansible printed no result (rc %d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    return labcall.module(bin_dir, inventory, name, "aiinfra.io_isolation.blk_queue", args)
 
 
 def fired(name, dev):
