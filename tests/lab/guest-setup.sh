@@ -97,6 +97,14 @@ EOF
              fstrim.timer man-db.timer dpkg-db-backup.timer; do
         chroot "$root" systemctl mask "$t" >/dev/null 2>&1 || true
     done
+    # Boot-time units the lab never uses, masked where present: each costs seconds of every TCG boot (Debian 12,
+    # systemd-analyze blame on a quiet host: podman-auto-update 5.0 s, nvmf-autoconnect 4.8 s, podman-restart 3.6 s,
+    # modprobe@drm 3.4 s; e2scrub_reap 11.9 s on a loaded Debian 13 boot). No lab container uses a restart policy or
+    # auto-update, no disk is NVMe over fabrics, there is no display and no LVM.
+    for u in podman-auto-update.service podman-auto-update.timer podman-restart.service nvmf-autoconnect.service \
+             modprobe@drm.service e2scrub_reap.service; do
+        chroot "$root" systemctl mask "$u" >/dev/null 2>&1 || true
+    done
     # The container runtimes are installed for the scenario that uses them (colocated enables and
     # starts docker.service); dockerd and containerd at every boot would cost every scenario's TCG boots.
     chroot "$root" systemctl disable docker.service docker.socket containerd.service >/dev/null 2>&1 || true
