@@ -131,7 +131,8 @@ def merge(parts, hosts=None):
     for one in parts or []:
         if not isinstance(one, dict) or one.get("format") != FORMAT or not isinstance(one.get("hosts"), dict):
             raise FleetReportError("not a fleet report part of format %d: %.200r" % (FORMAT, one))
-        jobs.append(one.get("job"))
+        if one.get("job") is not None:
+            jobs.append(one["job"])
         for host, record in one["hosts"].items():
             if host not in merged or merged[host]["state"] == "unreachable" or record["state"] != "unreachable":
                 merged[host] = record
@@ -172,12 +173,13 @@ def report(merged, calibration_entries=None, title=None, now=None):
         listed.append(dict(cls, id="C%d" % n, hosts=len(cls["hosts"])))
     when = now or datetime.datetime.now(datetime.timezone.utc)
     return {"format": FORMAT, "title": title or "I/O isolation fleet report",
-            "generated": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "jobs": merged.get("jobs") or [merged.get("job")],
+            "generated": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "jobs": merged.get("jobs") or [],
             "counts": counts, "hosts": hosts, "classes": listed}
 
 
 def render_json(rep):
-    return json.dumps(rep, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    # compact: at 1,000 hosts an indented document is 1.2 MB, this one about two thirds of it
+    return json.dumps(rep, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 # ----------------------------------------------------------------------------------------------
