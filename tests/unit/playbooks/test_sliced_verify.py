@@ -21,68 +21,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
 
+import awx_jobs  # noqa: E402  pylint: disable=wrong-import-position
+from awx_jobs import artifact_data, awx_slices, hosts_of  # noqa: E402  pylint: disable=wrong-import-position
 from benchload import load  # noqa: E402  pylint: disable=wrong-import-position
 
-ansible_runner = pytest.importorskip("ansible_runner")
+pytest.importorskip("ansible_runner")
 bench = load("fleet", "bench")
 
 HOSTS, SLICES, DRIFT_EVERY = 9, 3, 4          # drifted: h000004, h000008
 UNREACHABLE = "h000006"
 HOSTILE = "h000005"
 HOSTILE_MODEL = '<script>alert("s")</script><img src=x onerror=alert(1)>&'
-BIN = os.path.dirname(sys.executable)
-
-
-def awx_slices(names, count):
-    """AWX's split of an inventory for job slicing (ansible/awx at e21dd0a, awx/main/models/inventory.py):
-    get_script_data takes the inventory's enabled hosts ``order_by('name')`` and get_sliced_hosts gives slice
-    ``slice_number`` of ``slice_count`` the hosts ``[slice_number - 1::slice_count]``; groups keep only the slice's
-    hosts, the inventory's variables are kept whole."""
-    ordered = sorted(names)
-    return [ordered[number - 1::count] for number in range(1, count + 1)]
-
-
-def slice_inventory(inventory, hosts):
-    out = {"all": {"vars": inventory["all"]["vars"], "children": {}}}
-    for group, body in inventory["all"]["children"].items():
-        members = dict((h, None) for h in (body.get("hosts") or {}) if h in hosts)
-        if members:
-            out["all"]["children"][group] = {"hosts": members}
-    return out
-
-
-def artifact_data(runner):
-    """The job's set_stats data, as AWX reads it (the playbook_on_stats event's artifact_data)."""
-    stats = [e["event_data"] for e in runner.events if e.get("event") == "playbook_on_stats"]
-    assert len(stats) == 1, [e.get("event") for e in runner.events][-5:]
-    return stats[0].get("artifact_data") or {}
 
 
 def job(base, fleet, ident, playbook, inventory, extravars):
-    """One job the way AWX launches it: its own private data directory, the project checkout, the inventory and
-    extra vars; the fleet's connection and this checkout's collection through the environment."""
-    pdd = os.path.join(base, ident)
-    os.makedirs(os.path.join(pdd, "inventory"))
-    os.symlink(REPO, os.path.join(pdd, "project"))
-    with open(os.path.join(pdd, "inventory", "hosts.yml"), "w", encoding="utf-8") as f:
-        yaml.safe_dump(inventory, f)
-    envvars = {"FLEET_DIR": fleet, "ANSIBLE_CONNECTION_PLUGINS": os.path.join(REPO, "benchmarks", "fleet",
-                                                                             "connection_plugins"),
-               "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, ".cache", "collections"), "ANSIBLE_FORKS": "5",
-               "ANSIBLE_NOCOLOR": "1", "PATH": BIN + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")}
-    runner = ansible_runner.run(private_data_dir=pdd, playbook=playbook, ident=ident, extravars=extravars,
-                                envvars=envvars, quiet=True, timeout=1200)
-    return runner
-
-
-def hosts_of(runner):
-    return set(e["event_data"]["host"] for e in runner.events
-               if e.get("event", "").startswith("runner_on_") and e["event_data"].get("host"))
+    """A job of the fleet: its hosts' two module executions answered by benchmarks/fleet's connection."""
+    return awx_jobs.run_job(base, ident, playbook, inventory, extravars, timeout=1200, envvars={
+        "FLEET_DIR": fleet, "ANSIBLE_FORKS": "5",
+        "ANSIBLE_CONNECTION_PLUGINS": os.path.join(REPO, "benchmarks", "fleet", "connection_plugins")})
 
 
 @pytest.fixture(scope="module")
 def sliced(tmp_path_factory):
-    if not os.path.exists(os.path.join(BIN, "ansible-playbook")):
+    if not os.path.exists(os.path.join(awx_jobs.BIN, "ansible-playbook")):
         pytest.skip("no ansible-playbook beside this Python")
     base = str(tmp_path_factory.mktemp("sliced"))
     fleet = os.path.join(base, "fleet")
@@ -104,20 +65,16 @@ def sliced(tmp_path_factory):
     # the jobs' inventories are in their private data directories, not beside the fleet's database: named, as a
     # fleet under AWX names a persistent one
     inventory["all"]["vars"]["io_baseline_calibration_dir"] = os.path.join(fleet, "calibration-db")
-    names = sorted(set(h for g in inventory["all"]["children"].values() for h in g["hosts"]))
+    names = awx_jobs.inventory_hosts(inventory)
     out = {"base": base, "fleet": fleet, "inventory": inventory, "names": names, "slices": awx_slices(names, SLICES),
            "jobs": []}
     # the slices, one job each; AWX passes every job its own awx_job_id
     for number, hosts in enumerate(out["slices"], 1):
-        runner = job(base, fleet, "slice%d" % number, "playbooks/verify.yml", slice_inventory(inventory, hosts),
+        runner = job(base, fleet, "slice%d" % number, "playbooks/verify.yml", awx_jobs.slice_inventory(inventory, hosts),
                      {"awx_job_id": 100 + number, "io_isolation_fleet_report_dir": os.path.join(base, "slices")})
         out["jobs"].append(runner)
-    # AWX's next workflow node: the sliced job's artifacts merged - WorkflowJob.get_effective_artifacts
-    # (awx/main/models/workflow.py) updates one dict with each finished slice job's artifacts in (finished, id)
-    # order - and given to it as extra vars
-    merged = {}
-    for runner in out["jobs"]:
-        merged.update(artifact_data(runner))
+    # AWX's next workflow node: the slices' artifacts merged, as its extra vars
+    merged = awx_jobs.awx_merge(out["jobs"])
     out["merged_artifacts"] = merged
     out["report_job"] = job(base, fleet, "report", "playbooks/fleet_report.yml", inventory,
                             dict(merged, io_isolation_fleet_report_dir=os.path.join(base, "merged")))
