@@ -87,8 +87,8 @@ class ActionModule(ActionBase):
             result["ansible_stats"] = {"data": {key: own}, "per_host": False, "aggregate": False}
         summary = ", ".join("%s %d" % (_fleet_report.STATE_TITLES[s], n) for s, n in rep["counts"].items() if n)
         if self._task.check_mode:
-            result["msg"] = "would write %s and %s (%d hosts: %s)" % (paths["json"], paths["html"], len(rep["hosts"]),
-                                                                       summary)
+            result["msg"] = "would write %s and %s (%d hosts: %s)" % (
+                paths["json"], paths["html"], len(rep["hosts"]), summary)
             return result
         try:
             if os.path.exists(dest) and not os.path.isdir(dest):

@@ -73,8 +73,8 @@ def check(report, label):
     models = set(c["model"] for c in report["classes"])
     if "QEMU NVMe Ctrl" not in models:
         problems.append("no QEMU NVMe class: %s" % models)
-    print("%s: %s; classes %s" % (label, report["counts"], [(c["model"], c["disks"], c["entry"], c["qos"])
-                                                             for c in report["classes"]]), flush=True)
+    classes = [(c["model"], c["disks"], c["entry"], c["qos"]) for c in report["classes"]]
+    print("%s: %s; classes %s" % (label, report["counts"], classes), flush=True)
     return problems
 
 
@@ -125,8 +125,8 @@ def main(argv=None):
         if single.returncode == 0:
             problems.append("verify.yml passed with a drifted and an unreachable host")
         for label in ("sliced", "single"):
-            print("%s report: %s (%d bytes)" % (label, os.path.join(a.out, label, "fleet-report.html"),
-                                                 os.path.getsize(os.path.join(a.out, label, "fleet-report.html"))))
+            page = os.path.join(a.out, label, "fleet-report.html")
+            print("%s report: %s (%d bytes)" % (label, page, os.path.getsize(page)))
         if problems:
             raise SystemExit("fleet report on the lab: " + "; ".join(problems))
         print("fleet report on the lab: OK")

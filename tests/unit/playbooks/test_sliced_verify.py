@@ -79,7 +79,7 @@ def sliced(tmp_path_factory):
     out["report_job"] = job(base, fleet, "report", "playbooks/fleet_report.yml", inventory,
                             dict(merged, io_isolation_fleet_report_dir=os.path.join(base, "merged")))
     out["single_job"] = job(base, fleet, "single", "playbooks/verify.yml", inventory,
-                        {"io_isolation_fleet_report_dir": os.path.join(base, "single")})
+                            {"io_isolation_fleet_report_dir": os.path.join(base, "single")})
     for name in ("merged", "single"):
         with open(os.path.join(base, name, "fleet-report.json"), encoding="utf-8") as f:
             out[name] = json.load(f)
