@@ -28,7 +28,7 @@ antsibull-docs collection --use-current --fail-on-error --cleanup everything \
   --dest-dir "$SRC" aiinfra.io_isolation >"$OUT/antsibull-docs.log" 2>&1 \
   || { cat "$OUT/antsibull-docs.log" >&2; exit 1; }
 cp docs/site/index.rst "$SRC/index.rst"
-cp docs/*.md "$SRC/guides/"
+cp docs/*.md docs/*.png "$SRC/guides/"   # the guides and the images they show (fleet.md: the report)
 
 # The intersphinx inventory conf.py reads instead of fetching the Ansible docsite's.
 "$BIN/python" - docs/site/ansible_devel.inv.txt "$OUT/ansible_devel.inv" <<'PY'

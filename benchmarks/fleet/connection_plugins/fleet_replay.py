@@ -15,7 +15,9 @@ arguments out of the payload and answers with what the module would print:
   except on the hosts the fleet marks as drifted, where the sysctl section reports ``vm.swappiness`` 60 against 10
   (changed, in check mode: verify.yml's DRIFT);
 * any other module: a failed result naming it (the roles' two executions are all a site.yml or verify.yml run of
-  the benchmark's fleet makes; anything else is a change to measure first).
+  the benchmark's fleet makes; anything else is a change to measure first);
+* a host whose record has ``"unreachable": true``: the connection fails, as for a host that does not answer (the
+  fleet report's tests).
 
 Each call appends a line (host, module, CPU seconds this stand-in took) to FLEET_DIR/calls.log, so that the
 benchmark can report the controller's cost without it and check that every host got its own recorded facts.
@@ -31,7 +33,7 @@ import os
 import re
 import time
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.connection import ConnectionBase
 
 DOCUMENTATION = r"""
@@ -181,6 +183,8 @@ class Connection(ConnectionBase):
         module, args = parse_payload(in_data)
         with open(os.path.join(fleet_dir, "hosts", host + ".json"), encoding="utf-8") as f:
             record = json.load(f)
+        if record.get("unreachable"):
+            raise AnsibleConnectionFailure("fleet_replay: %s is recorded as unreachable" % host)
         out = json.dumps(respond(module, args, record))
         with open(os.path.join(fleet_dir, "calls.log"), "a", encoding="utf-8") as log:
             log.write("%s %s %.6f\n" % (host, module, time.process_time() - start))

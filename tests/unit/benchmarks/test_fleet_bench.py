@@ -78,7 +78,7 @@ def test_verify_runs_on_the_recorded_results(fleet):
     assert run["calls"]["by_module"] == {"io_facts": 5, "host_profile": 5}, log[-3000:]
     assert run["calls"]["hosts"] == 5 and run["calls"]["per_host_max"] == 2
     # the drifted hosts: host_profile would change them (check mode), and verify fails them
-    assert run["recap"] == {"hosts": 5, "failed": 2, "unreachable": 0, "changed": 2}
+    assert run["recap"] == {"hosts": 5, "failed": 2, "unreachable": 0, "changed": 2} and run["rc"] == 2
     assert run["cpu_s"] > 0 and run["peak_rss_mib"] > 0 and run["wall_s"] > 0
     for i in (1, 3, 5):
         with open(os.path.join(fleet["dir"], "hosts", bench.host_name(i) + ".json"), encoding="utf-8") as f:

@@ -6,6 +6,7 @@ as AWX would hold them (job templates with become, timeouts and surveys AWX acce
 schedule, the workflow's edges), a second run changes nothing, and bad settings fail before the
 first write."""
 
+import json
 import os
 import re
 
@@ -129,6 +130,32 @@ def test_hourly_verify_schedule_and_the_workflow(created):
     edges = dict((i, awx.store.subs.get(("workflow_job_template_nodes", n["id"], "success_nodes"), []))
                  for i, n in nodes.items())
     assert edges == {"calibrate": [nodes["site"]["id"]], "site": [nodes["verify"]["id"]], "verify": []}
+    # without awx_fleet_report_dir: no report job, verify as it was
+    assert not [t for t in awx.store.listing("job_templates") if t["name"].endswith("fleet_report")]
+    assert not awx.named("job_templates", "aiinfra.io_isolation verify").get("extra_vars")
+
+
+def test_the_fleet_report_follows_every_verify_its_slices_merged(tmp_path):
+    """With awx_fleet_report_dir: verify jobs publish their hosts' records, a report job after verify (whatever it
+    found) writes the one report, and the hourly verify is a workflow that ends with it."""
+    with FakeAWX() as awx:
+        proc = run(awx, tmp_path, "-e", "awx_job_slice_count=4", "-e", "awx_fleet_report_dir=/srv/fleet-reports")
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        report = awx.named("job_templates", "aiinfra.io_isolation fleet_report")
+        assert report["playbook"] == "playbooks/fleet_report.yml" and report["job_slice_count"] == 1
+        assert json.loads(report["extra_vars"]) == {"io_isolation_fleet_report_dir": "/srv/fleet-reports"}
+        verify = awx.named("job_templates", "aiinfra.io_isolation verify")
+        assert verify["job_slice_count"] == 4 and "io_isolation_fleet_report_dir" in json.loads(verify["extra_vars"])
+        for name, first in (("calibrate, site, verify", "calibrate"), ("verify, fleet report", "verify")):
+            wf = awx.named("workflow_job_templates", "aiinfra.io_isolation " + name)
+            nodes = dict((n["identifier"], n) for n in awx.store.listing("workflow_job_template_nodes")
+                         if n["workflow_job_template"] == wf["id"])
+            assert first in nodes and nodes["report"]["unified_job_template"] == report["id"], name
+            assert awx.store.subs.get(("workflow_job_template_nodes", nodes["verify"]["id"], "always_nodes")) == \
+                [nodes["report"]["id"]], name
+        schedule = awx.named("schedules", "aiinfra.io_isolation verify hourly")
+        assert schedule["unified_job_template"] == \
+            awx.named("workflow_job_templates", "aiinfra.io_isolation verify, fleet report")["id"]
 
 
 @pytest.mark.parametrize("extra, message", [
