@@ -870,8 +870,10 @@ def drift_summary(results):
             old, new = before.get(key), after.get(key)
             drift = old.get("drift") if isinstance(old, dict) else None
             if drift:
-                lines.extend("%s: %s %s %s: want %s, have %s" % (
-                    name, key, d.get("file"), d.get("key"), d.get("want"), d.get("have")) for d in drift)
+                # a single-value file's key is the file's own name (cpuset.cpus): named once
+                lines.extend("%s: %s %s: want %s, have %s" % (
+                    name, key, " ".join(str(p) for p in dict.fromkeys((d.get("file"), d.get("key"))) if p is not None),
+                    d.get("want"), d.get("have")) for d in drift)
             elif isinstance(old, dict) and isinstance(new, dict) and "files" in new:
                 changed = sorted(k for k in set(old.get("files") or {}) | set(new["files"])
                                  if (old.get("files") or {}).get(k) != new["files"].get(k))

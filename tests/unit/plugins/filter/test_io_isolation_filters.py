@@ -238,6 +238,12 @@ def test_drift_summary_lines():
                      "iocost: io.cost.qos[259:0]: {'rlat': 5000} -> {'rlat': 7000}",
                      "training slice: training.slice io.weight default: want 100, have 500"]
     assert f.drift_summary({"x": {"changed": False}}) == []
+    # a single-value file (its key is its own name) is named once
+    cpus = {"changed": True, "diff": {"before": {"inference.slice": {"files": {}, "kernel": {}, "drift": [
+        {"file": "cpuset.cpus", "key": "cpuset.cpus", "want": [1], "have": [0, 1]}]}},
+        "after": {"inference.slice": {"files": {}, "kernel": {}}}}}
+    assert f.drift_summary({"inference slice": cpus}) == [
+        "inference slice: inference.slice cpuset.cpus: want [1], have [0, 1]"]
 
 
 def test_drift_summary_names_the_services_outside_their_slice():
