@@ -15,10 +15,10 @@ import html
 import io
 import math
 import os
-import tempfile
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _controller_files
 from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import (
     COEFS, QOS_KEYS, CalibrationError, check_entry, entry_class, entry_file_name, human_bytes, merge_results,
     report_file_name, unwrap_results)
@@ -437,27 +437,6 @@ def render_report(results, entry, title=None, mpl=None):
 
 # ----------------------------------------------------------------------------------------------
 
-def _write_if_changed(path, data):
-    try:
-        with open(path, "rb") as handle:
-            if handle.read() == data:
-                return False
-    except FileNotFoundError:
-        pass
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".calibration-report-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -506,7 +485,7 @@ class ActionModule(ActionBase):
         if changed:
             try:
                 os.makedirs(dest, exist_ok=True)
-                _write_if_changed(path, data)
+                _controller_files.replace(path, data, only_if_changed=True)
             except OSError as e:
                 result.update(failed=True, msg="calibration_report: cannot write %s: %s" % (
                     path, e.strerror or e))

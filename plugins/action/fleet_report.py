@@ -12,12 +12,11 @@ __metaclass__ = type
 
 import os
 import re
-import tempfile
 import time
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _fleet_report
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _controller_files, _fleet_report
 
 ARGUMENT_SPEC = {
     "dest": {"type": "path", "required": True},
@@ -31,20 +30,6 @@ ARGUMENT_SPEC = {
     "job": {"type": "str"},
     "publish": {"type": "bool", "default": False},
 }
-
-
-def _write(path, text):
-    """Replace ``path`` whole: a reader (a web server, a browser) never sees half a report."""
-    fd, tmp = tempfile.mkstemp(prefix=".fleet-report-", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class ActionModule(ActionBase):
@@ -94,8 +79,8 @@ class ActionModule(ActionBase):
             if os.path.exists(dest) and not os.path.isdir(dest):
                 raise OSError("not a directory")
             os.makedirs(dest, exist_ok=True)
-            _write(paths["json"], text_json)
-            _write(paths["html"], text_html)
+            _controller_files.replace(paths["json"], text_json.encode("utf-8"))
+            _controller_files.replace(paths["html"], text_html.encode("utf-8"))
         except OSError as e:
             result.update(failed=True, msg="fleet_report: cannot write the report in %s: %s" % (
                 dest, getattr(e, "strerror", None) or e))
