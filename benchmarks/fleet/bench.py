@@ -34,6 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import yaml
@@ -43,6 +44,7 @@ REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 
 import facts as fleet_facts  # noqa: E402  pylint: disable=wrong-import-position
+import profiled_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 CALIBRATION_RUN = os.path.join(REPO, "benchmarks", "isolation", "results",
                                "2026-12-06-debian12-tcg-calibration-solutions.json")
@@ -140,11 +142,15 @@ RECAP_RE = re.compile(r"^(h\d{6})\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d
 PROFILE_RE = re.compile(r"^(.+?) -+ (\d+\.\d+)s$", re.MULTILINE)
 
 
-def run_playbook(fleet_dir, playbook, forks, log_path):
-    """Run one playbook over the fleet; its wall time, CPU (itself and every worker) and peak RSS."""
+def run_playbook(fleet_dir, playbook, forks, log_path, profile=False, args_dir=None):
+    """Run one playbook over the fleet; its wall time, CPU (itself and every worker) and peak RSS. With ``profile``
+    each worker runs under cProfile (profiled_playbook.py): the collection's share of the workers' CPU. With
+    ``args_dir`` the stand-in connection writes each module's arguments there (<host>.<module>.json)."""
     calls = os.path.join(fleet_dir, "calls.log")
     if os.path.exists(calls):
         os.remove(calls)
+    profile_dir = os.path.join(fleet_dir, "profile")
+    shutil.rmtree(profile_dir, ignore_errors=True)
     env = dict(os.environ, FLEET_DIR=fleet_dir, ANSIBLE_CONNECTION_PLUGINS=os.path.join(HERE, "connection_plugins"),
                ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_FORKS=str(forks),
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
@@ -154,6 +160,13 @@ def run_playbook(fleet_dir, playbook, forks, log_path):
     path = os.path.join(REPO, PLAYBOOKS[playbook]) if PLAYBOOKS[playbook] else write_floor(fleet_dir)
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
            os.path.join(fleet_dir, "inventory.yml"), path]
+    if profile:
+        os.makedirs(profile_dir)
+        env["FLEET_PROFILE_DIR"] = profile_dir
+        cmd[0:1] = [sys.executable, os.path.join(HERE, "profiled_playbook.py")]
+    if args_dir:
+        os.makedirs(args_dir, exist_ok=True)
+        env["FLEET_ARGS_DIR"] = args_dir
     with open(log_path, "w", encoding="utf-8") as log:
         start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)  # pylint: disable=consider-using-with
@@ -162,10 +175,13 @@ def run_playbook(fleet_dir, playbook, forks, log_path):
         wall = time.monotonic() - start
     with open(log_path, encoding="utf-8") as f:
         text = f.read()
-    return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "user_s": round(usage.ru_utime, 3), "sys_s": round(usage.ru_stime, 3),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024.0, 1), "rc": proc.returncode,
-            "recap": recap(text), "calls": read_calls(calls), "slowest_tasks": slowest_tasks(text)}
+    out = {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+           "user_s": round(usage.ru_utime, 3), "sys_s": round(usage.ru_stime, 3),
+           "peak_rss_mib": round(usage.ru_maxrss / 1024.0, 1), "rc": proc.returncode,
+           "recap": recap(text), "calls": read_calls(calls), "slowest_tasks": slowest_tasks(text)}
+    if profile:
+        out["profile"] = profiled_playbook.summarize(os.path.join(profile_dir, "workers.log"), max(1, out["recap"]["hosts"]))
+    return out
 
 
 def write_floor(fleet_dir):
@@ -222,13 +238,17 @@ def _defaults(role):
         return yaml.safe_load(f)
 
 
-def time_filters(fleet_dir, names):
-    """Each planning and judgement step of the roles, called as the roles call it, over the hosts ``names``:
-    {step: seconds in total}. The calibration database lookup (load_db of the directory) counts as a step."""
+def planner(fleet_dir, index_dir=None, whole_db=False):
+    """The roles' planning and verify's judgement of one host, each step called as the roles call it over the
+    host's recorded inputs: ``plan(name, timed)`` returns the host_profile arguments planned and the verdict;
+    ``timed(step, func, *args)`` calls a step (time_filters measures it). The calibration database is looked up as
+    io_baseline looks it up (the entries of the selected disks' classes, the database checked once per run through
+    the index in ``index_dir``), or with ``whole_db`` as it was looked up before (every entry, for every host)."""
     fleet_facts._sim()  # pylint: disable=protected-access
     from ansible_collections.aiinfra.io_isolation.plugins.filter import io_isolation as f  # pylint: disable=import-outside-toplevel
     from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _calibration_db as db  # pylint: disable=import-outside-toplevel
-    sys.path.insert(0, os.path.join(HERE, "connection_plugins"))
+    if os.path.join(HERE, "connection_plugins") not in sys.path:
+        sys.path.insert(0, os.path.join(HERE, "connection_plugins"))
     import fleet_replay  # pylint: disable=import-outside-toplevel
     base, inf, tra = _defaults("io_baseline"), _defaults("inference"), _defaults("training")
     base.update(FLEET_VARS)
@@ -239,21 +259,20 @@ def time_filters(fleet_dir, names):
     with open(os.path.join(fleet_dir, "inventory.yml"), encoding="utf-8") as fh:
         inventory = yaml.safe_load(fh)["all"]["children"]
     in_group = dict((g, set(inventory[g]["hosts"] or {})) for g in inventory)
-    seconds = {}
+    db_dir = os.path.join(fleet_dir, "calibration-db")
 
-    def timed(step, func, *args):
-        t = time.perf_counter()
-        value = func(*args)
-        seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - t
-        return value
+    def lookup(selected):
+        if whole_db:
+            return db.load_db(db_dir)
+        return db.load_db(db_dir, disks=selected, index_dir=index_dir)
 
-    for name in names:
+    def plan(name, timed):
         with open(os.path.join(fleet_dir, "hosts", name + ".json"), encoding="utf-8") as fh:
             record = json.load(fh)
         facts = record["io_facts"]["ansible_facts"]["io_isolation"]
-        entries = timed("calibration_db lookup", db.load_db, os.path.join(fleet_dir, "calibration-db"))
         selected = timed("select_disks", f.select_disks, facts, base["io_baseline_devices"],
                          base["io_baseline_device_query"])
+        entries = timed("calibration_db lookup", lookup, selected)
         plan = timed("iocost_plan", f.iocost_plan, selected, {}, entries, base["io_baseline_iocost_qos"],
                      False, base["io_baseline_calibrated_vrate_max"], base["io_baseline_qos_solution"])
         profile = timed("baseline_plan", f.baseline_plan, {}, plan, base_settings)
@@ -265,9 +284,9 @@ def time_filters(fleet_dir, names):
                             dict((k, v) for k, v in tra.items() if k.startswith("training_")), plan["disks"], facts)
         args = {"iocost": profile.get("iocost"), "blk_queue": profile.get("blk_queue"), "sysctl": profile.get("sysctl"),
                 "nvme_queues": profile.get("nvme_queues"), "cgroups": list((profile.get("cgroups") or {}).values()),
-                "pressure": profile.get("pressure") or [], "_ansible_check_mode": True}
+                "pressure": profile.get("pressure") or []}
         args["tenancy"] = timed("tenancy_request", f.tenancy_request, profile, share)
-        result = fleet_replay.host_profile_result(args, facts, record["drift"], True)
+        result = fleet_replay.host_profile_result(dict(args, _ansible_check_mode=True), facts, record["drift"], True)
         sections = result["sections"]
         skipped = {"changed": False, "skipped": True}
         baseline = dict((k, sections.get(k, skipped)) for k in ("iocost", "blk_queue", "sysctl", "nvme_queues"))
@@ -281,8 +300,42 @@ def time_filters(fleet_dir, names):
         if verdict["drift"]:
             timed("drift_summary", f.drift_summary, verdict["drift"])
         timed("qos_source_text", f.qos_source_text, plan["qos_sources"])
+        return args, verdict
+
+    return plan
+
+
+def untimed(_step, func, *args):
+    return func(*args)
+
+
+def time_filters(fleet_dir, names):
+    """Each planning and judgement step of the roles over the hosts ``names`` in one run (one index of the
+    calibration database, as one ansible-playbook run has): CPU milliseconds per host, per step and in all, and
+    what the first host's lookup took (it checks the whole database for the run)."""
+    seconds, first = {}, []
+
+    def timed(step, func, *args):
+        t = time.process_time()
+        value = func(*args)
+        took = time.process_time() - t
+        seconds[step] = seconds.get(step, 0.0) + took
+        if step == "calibration_db lookup" and not first:
+            first.append(took)
+        return value
+
+    index_dir = tempfile.mkdtemp(prefix="bench-fleet-run-")
+    try:
+        plan = planner(fleet_dir, index_dir)
+        for name in names:
+            plan(name, timed)
+    finally:
+        shutil.rmtree(index_dir)
     total = sum(seconds.values())
+    slowest = max(seconds, key=seconds.get)
     return {"hosts": len(names), "total_ms_per_host": round(1000.0 * total / max(1, len(names)), 3),
+            "total_cpu_s": round(total, 4), "lookup_first_host_ms": round(1000.0 * first[0], 2) if first else None,
+            "slowest": slowest,
             "steps": dict((k, {"ms_per_host": round(1000.0 * v / len(names), 3), "share": round(v / total, 3)})
                           for k, v in sorted(seconds.items(), key=lambda kv: -kv[1]))}
 

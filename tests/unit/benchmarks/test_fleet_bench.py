@@ -65,10 +65,11 @@ def fleet(tmp_path_factory):
         pytest.skip("no ansible-playbook beside this Python")
     out = str(tmp_path_factory.mktemp("fleet"))
     summary = bench.build_fleet(os.path.join(out, "fleet"), 5, 10, drift_every=2)
-    run = bench.run_playbook(os.path.join(out, "fleet"), "verify", 5, os.path.join(out, "verify.log"))
+    run = bench.run_playbook(os.path.join(out, "fleet"), "verify", 5, os.path.join(out, "verify.log"),
+                             profile=True, args_dir=os.path.join(out, "args"))
     with open(os.path.join(out, "verify.log"), encoding="utf-8") as f:
         log = f.read()
-    return {"dir": os.path.join(out, "fleet"), "summary": summary, "run": run, "log": log}
+    return {"dir": os.path.join(out, "fleet"), "summary": summary, "run": run, "log": log, "args": os.path.join(out, "args")}
 
 
 def test_verify_runs_on_the_recorded_results(fleet):
@@ -98,3 +99,29 @@ def test_filters_timed_over_the_fleet(fleet):
     assert {"calibration_db lookup", "select_disks", "iocost_plan", "baseline_plan", "verify_drift",
             "drift_summary"} <= set(got["steps"])
     assert abs(sum(s["share"] for s in got["steps"].values()) - 1.0) < 0.01
+
+
+def test_the_roles_send_what_the_whole_database_planned(fleet):
+    """The host_profile arguments of the real verify.yml run (the roles' lookup: the entries of each host's disk
+    classes, the database checked once per run) are what planning over the whole database gives, as the roles
+    planned before the lookup was per class, on each host's recorded facts."""
+    plan = bench.planner(fleet["dir"], whole_db=True)
+    calibrated = 0
+    for i in range(1, 6):
+        with open(os.path.join(fleet["args"], "%s.host_profile.json" % bench.host_name(i)), encoding="utf-8") as f:
+            sent = json.load(f)
+        before, _verdict = plan(bench.host_name(i), bench.untimed)
+        before = json.loads(json.dumps(before))
+        assert dict((k, sent.get(k)) for k in before) == before
+        calibrated += sum(d["model"].get("ctrl") != "auto"
+                          for d in before["iocost"]["devices"])
+    assert calibrated, "no host of the fleet has a calibrated disk: the comparison would not show a wrong entry"
+
+
+def test_the_profile_attributes_the_workers_cpu_to_the_collections_files(fleet):
+    prof = fleet["run"]["profile"]
+    # io_facts, the planning tasks and host_profile: several workers a host, each profiled
+    assert prof["workers"] >= 5 * 10
+    assert 0 < prof["ours_ms_per_host"] < prof["profiled_ms_per_host"]
+    assert any(f["name"] == "plugins/filter/io_isolation.py" for f in prof["files"])
+    assert any(f["name"].startswith("plugins/plugin_utils/_calibration_db.py:") for f in prof["functions"])
