@@ -19,7 +19,7 @@ Controller side only. What each part serves:
   ``calibration_report`` action).
 
 Pure logic: no Ansible imports, every problem is a :class:`CalibrationError` (the collection's one,
-from module_utils/_calibration/iocost_calibrate.py) whose message names the result, entry or file, the value and how
+from module_utils/_calibration/errors.py) whose message names the result, entry or file, the value and how
 to fix it.
 
 An entry is one hardware class (model + firmware + capacity), one JSON file per class::
@@ -51,10 +51,11 @@ import tempfile
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.iocost_calibrate import CalibrationError
+# Both from small files of their own: this file is imported in every worker that looks the database up.
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.errors import CalibrationError
 # An entry's iocost_model and qos keys are the kernel's io.cost.model / io.cost.qos parameters, in its order.
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import COST_COEFS as COEFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import QOS_PARAMS as QOS_KEYS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.iocost_keys import COST_COEFS as COEFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.iocost_keys import QOS_PARAMS as QOS_KEYS
 
 SCHEMA = 1
 QOS_INT_KEYS = ("rlat", "wlat")
