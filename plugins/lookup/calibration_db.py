@@ -98,12 +98,30 @@ _list:
   elements: dict
 """
 
+import importlib
+import os
+
 from ansible import constants as C
 from ansible.errors import AnsibleLookupError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import CalibrationError, default_dir, load_db
+DEFAULT_DIR_NAME = "calibration-db"
+
+
+def default_dir(variables):
+    """The database both roles use unless told otherwise: ``io_isolation_calibration_dir`` (the
+    inventory-wide setting), else ``calibration-db`` beside the inventory (beside the playbook
+    without one)."""
+    def given(name):
+        # A lookup sees an unset inventory_dir (inventory given as "host,") as the text "None".
+        value = variables.get(name)
+        return value if value not in (None, "", "None") else None
+
+    configured = given("io_isolation_calibration_dir")
+    if configured:
+        return configured
+    return os.path.join(given("inventory_dir") or given("playbook_dir") or ".", DEFAULT_DIR_NAME)
 
 
 class LookupModule(LookupBase):
@@ -126,10 +144,13 @@ class LookupModule(LookupBase):
             return [default_dir(given)]
         if not terms:
             raise AnsibleLookupError("calibration_db: name at least one database directory (or ask for default_dir=true)")
+        # Imported here, not with this file: the roles' defaults ask for default_dir in every worker that templates
+        # them, and the database code is compiled from source in each (make bench-fleet).
+        db = importlib.import_module("ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db")
         try:
             # ansible-core's controller temporary directory is made once per run, before the workers fork, and
             # removed at its end (its AnsiballZ cache lives there too): the database index's place.
-            return load_db(*terms, basedir=self.get_basedir(variables or {}), disks=disks,
-                           index_dir=C.DEFAULT_LOCAL_TMP if disks is not None else None)
-        except CalibrationError as e:
+            return db.load_db(*terms, basedir=self.get_basedir(variables or {}), disks=disks,
+                              index_dir=C.DEFAULT_LOCAL_TMP if disks is not None else None)
+        except db.CalibrationError as e:
             raise AnsibleLookupError("calibration_db: %s" % e)

@@ -13,7 +13,8 @@ Controller side only. What each part serves:
   ``calibration_entry``);
 * write: :func:`entry_file_name`, :func:`entry_file_text` (filters ``calibration_entry_file``,
   ``calibration_entry_json``: the calibration role's ``copy``);
-* read: :func:`load_db` (the ``calibration_db`` lookup, read by both roles);
+* read: :func:`load_db` (the ``calibration_db`` lookup, read by both roles; where the roles' database is, is
+  the lookup's own ``default_dir``);
 * match: :func:`match_entry` (the ``iocost_plan`` filter: which entry a disk takes);
 * export: :func:`hwdb_fragment` (filter ``calibration_hwdb``), :func:`report_file_name` (the
   ``calibration_report`` action).
@@ -571,24 +572,6 @@ def parse_entry_file_name(name):
 
 # ----------------------------------------------------------------------------------------------
 # the database directory
-
-DEFAULT_DIR_NAME = "calibration-db"
-
-
-def default_dir(variables):
-    """The database both roles use unless told otherwise: ``io_isolation_calibration_dir`` (the
-    inventory-wide setting), else ``calibration-db`` beside the inventory (beside the playbook
-    without one)."""
-    def given(name):
-        # A lookup sees an unset inventory_dir (inventory given as "host,") as the text "None".
-        value = variables.get(name)
-        return value if value not in (None, "", "None") else None
-
-    configured = given("io_isolation_calibration_dir")
-    if configured:
-        return configured
-    return os.path.join(given("inventory_dir") or given("playbook_dir") or ".", DEFAULT_DIR_NAME)
-
 
 def device_classes(disks):
     """{(model, capacity_bytes)} of the disks (io_facts devices with an ``identity``, or identities): the entries

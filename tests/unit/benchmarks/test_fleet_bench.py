@@ -118,10 +118,34 @@ def test_the_roles_send_what_the_whole_database_planned(fleet):
     assert calibrated, "no host of the fleet has a calibrated disk: the comparison would not show a wrong entry"
 
 
-def test_the_profile_attributes_the_workers_cpu_to_the_collections_files(fleet):
+def test_the_profile_attributes_the_controllers_cpu_to_the_collections_files(fleet):
     prof = fleet["run"]["profile"]
-    # io_facts, the planning tasks and host_profile: several workers a host, each profiled
-    assert prof["workers"] >= 5 * 10
-    assert 0 < prof["ours_ms_per_host"] < prof["profiled_ms_per_host"]
-    assert any(f["name"] == "plugins/filter/io_isolation.py" for f in prof["files"])
-    assert any(f["name"].startswith("plugins/plugin_utils/_calibration_db.py:") for f in prof["functions"])
+    # io_facts, the planning tasks and host_profile: several workers a host, each sampled, and the strategy process
+    assert prof["workers"] >= 5 * 10 and prof["strategy_ms_per_host"] > 0
+    assert 0 < prof["ours_ms_per_host"] < prof["sampled_ms_per_host"]
+    assert any(x["name"].startswith("plugins/filter/io_isolation.py") for x in prof["entries"] + prof["places"])
+    assert all(x["name"].startswith("plugins/") for x in prof["entries"] + prof["places"])
+
+
+def test_our_frames_are_told_from_ansible_cores():
+    profiled = load("fleet", "profiled_playbook")
+
+    class Code:
+        def __init__(self, filename, name):
+            self.co_filename, self.co_name = filename, name
+
+    class Frame:
+        def __init__(self, filename, name, local=None):
+            self.f_code, self.f_locals = Code(filename, name), local or {}
+
+    coll = "/x/ansible_collections/aiinfra/io_isolation/plugins/"
+    assert profiled.our_frame(Frame(coll + "filter/io_isolation.py", "iocost_plan")) == \
+        "plugins/filter/io_isolation.py:iocost_plan"
+    assert profiled.our_frame(Frame(coll + "lookup/calibration_db.py", "<module>")) == \
+        "plugins/lookup/calibration_db.py (import)"
+    loader = "/v/ansible/utils/collection_loader/_collection_finder.py"
+    assert profiled.our_frame(Frame(loader, "get_code", {
+        "fullname": "ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs"})) == \
+        "plugins/module_utils/_host/codecs.py (import)"
+    assert profiled.our_frame(Frame(loader, "get_code", {"fullname": "ansible_collections.ansible.posix.x"})) is None
+    assert profiled.our_frame(Frame("/v/ansible/template/__init__.py", "template")) is None
