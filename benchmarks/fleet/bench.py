@@ -412,6 +412,7 @@ def markdown(result):
     lines = ["# make bench-fleet, %s" % result["date"], "",
              "ansible-core %s, Python %s, %s; %s" % (result["ansible_core"], result["python"], result["machine"],
                                                      result["note"]), ""]
+    lines += ["- %s" % note for note in result.get("notes") or []] + ([""] if result.get("notes") else [])
     filters = result.get("filters") or []
     if filters:
         lines += ["## Our planning, timed directly (goal: under %.0f ms of CPU a host)" % result["goal_ms_per_host"], "",
@@ -439,7 +440,8 @@ def markdown(result):
         for r in result["runs"]:
             prof = r.get("profile")
             lines.append("| %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.1f | %d | %s |" % (
-                r["playbook"] + (" (%s)" % r["variant"] if r.get("variant") else ""), r["hosts"], r["forks"], r["db_entries"], r["wall_s"], r["cpu_s"], r["controller_cpu_s"],
+                r["playbook"] + (" (%s)" % r["variant"] if r.get("variant") else ""), r["hosts"], r["forks"],
+                r["db_entries"], r["wall_s"], r["cpu_s"], r["controller_cpu_s"],
                 r["controller_ms_per_host"], r["peak_rss_mib"], r["rss_kib_per_host"], r["recap"]["failed"],
                 "%.1f of %.1f (%.1f%%)" % (prof["ours_ms_per_host"], prof["sampled_ms_per_host"],
                                            100 * prof["ours_share"]) if prof else "not sampled"))
@@ -490,10 +492,12 @@ def merge(paths, results, label):
         with open(path, encoding="utf-8") as f:
             parts.append(json.load(f))
     for n, part in enumerate(parts):
-        for fl in part["filters"]:
-            fl.setdefault("repeat", n)
+        for item in part["filters"] + part["runs"]:
+            item.setdefault("repeat", n)
+            item.setdefault("note", part["note"])
     result = dict(parts[0], runs=[r for p in parts for r in p["runs"]], filters=[x for p in parts for x in p["filters"]],
-                  note="; ".join(sorted(set(p["note"] for p in parts))))
+                  note="%d runs of this script on one machine and tree; each run's note below" % len(parts),
+                  notes=[p["note"] for p in parts])
     result["growth"] = summarize(result["runs"])
     result["filter_growth"] = filter_growth(result["filters"])
     write(result, results, label)

@@ -49,8 +49,7 @@ from collections import OrderedDict
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import expected_cgroup
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.unit_names import (
-    OTHER_EXEC_TYPES, is_pattern, pattern_problem as _pattern_problem, service_problem as _service_problem,
-    unit_problem, validate_unit_name,
+    pattern_problem as _pattern_problem, service_problem as _service_problem, validate_unit_name,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
     PLACEMENT_DROPIN_NAME, SYSTEMD_UNIT_DIR, ManagedFile, owned_units, owner, stamped,
