@@ -194,8 +194,8 @@ bench-rollout: lab-images
 
 # Benchmark (not a test), no VM: site.yml and verify.yml over synthetic fleets of 100, 1,000 and 5,000 hosts whose
 # two module executions a connection made for the benchmark answers from recorded io_facts; controller CPU and
-# memory per host, the growth exponent, each planning filter timed. Results in benchmarks/fleet/results/
-# (benchmarks/fleet/README.md, docs/fleet.md).
+# memory per host, the growth exponent, and the roles' planning timed apart from ansible-core's work (BENCH_ARGS=
+# --profile: our code's part of a run). Results in benchmarks/fleet/results/ (benchmarks/fleet/README.md, docs/fleet.md).
 bench-fleet: setup
 	$(BIN)/python benchmarks/fleet/bench.py $(BENCH_ARGS)
 

@@ -34,6 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import yaml
@@ -43,6 +44,7 @@ REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 
 import facts as fleet_facts  # noqa: E402  pylint: disable=wrong-import-position
+import profiled_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 CALIBRATION_RUN = os.path.join(REPO, "benchmarks", "isolation", "results",
                                "2026-12-06-debian12-tcg-calibration-solutions.json")
@@ -140,11 +142,15 @@ RECAP_RE = re.compile(r"^(h\d{6})\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d
 PROFILE_RE = re.compile(r"^(.+?) -+ (\d+\.\d+)s$", re.MULTILINE)
 
 
-def run_playbook(fleet_dir, playbook, forks, log_path):
-    """Run one playbook over the fleet; its wall time, CPU (itself and every worker) and peak RSS."""
+def run_playbook(fleet_dir, playbook, forks, log_path, profile=False, args_dir=None):
+    """Run one playbook over the fleet; its wall time, CPU (itself and every worker) and peak RSS. With ``profile``
+    every process samples its CPU (profiled_playbook.py): the collection's share of the controller's CPU. With
+    ``args_dir`` the stand-in connection writes each module's arguments there (<host>.<module>.json)."""
     calls = os.path.join(fleet_dir, "calls.log")
     if os.path.exists(calls):
         os.remove(calls)
+    profile_dir = os.path.join(fleet_dir, "profile")
+    shutil.rmtree(profile_dir, ignore_errors=True)
     env = dict(os.environ, FLEET_DIR=fleet_dir, ANSIBLE_CONNECTION_PLUGINS=os.path.join(HERE, "connection_plugins"),
                ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_FORKS=str(forks),
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
@@ -154,6 +160,13 @@ def run_playbook(fleet_dir, playbook, forks, log_path):
     path = os.path.join(REPO, PLAYBOOKS[playbook]) if PLAYBOOKS[playbook] else write_floor(fleet_dir)
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
            os.path.join(fleet_dir, "inventory.yml"), path]
+    if profile:
+        os.makedirs(profile_dir)
+        env["FLEET_PROFILE_DIR"] = profile_dir
+        cmd[0:1] = [sys.executable, os.path.join(HERE, "profiled_playbook.py")]
+    if args_dir:
+        os.makedirs(args_dir, exist_ok=True)
+        env["FLEET_ARGS_DIR"] = args_dir
     with open(log_path, "w", encoding="utf-8") as log:
         start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)  # pylint: disable=consider-using-with
@@ -162,10 +175,13 @@ def run_playbook(fleet_dir, playbook, forks, log_path):
         wall = time.monotonic() - start
     with open(log_path, encoding="utf-8") as f:
         text = f.read()
-    return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "user_s": round(usage.ru_utime, 3), "sys_s": round(usage.ru_stime, 3),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024.0, 1), "rc": proc.returncode,
-            "recap": recap(text), "calls": read_calls(calls), "slowest_tasks": slowest_tasks(text)}
+    out = {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+           "user_s": round(usage.ru_utime, 3), "sys_s": round(usage.ru_stime, 3),
+           "peak_rss_mib": round(usage.ru_maxrss / 1024.0, 1), "rc": proc.returncode,
+           "recap": recap(text), "calls": read_calls(calls), "slowest_tasks": slowest_tasks(text)}
+    if profile:
+        out["profile"] = profiled_playbook.summarize(os.path.join(profile_dir, "workers.log"), max(1, out["recap"]["hosts"]))
+    return out
 
 
 def write_floor(fleet_dir):
@@ -222,13 +238,17 @@ def _defaults(role):
         return yaml.safe_load(f)
 
 
-def time_filters(fleet_dir, names):
-    """Each planning and judgement step of the roles, called as the roles call it, over the hosts ``names``:
-    {step: seconds in total}. The calibration database lookup (load_db of the directory) counts as a step."""
+def planner(fleet_dir, index_dir=None, whole_db=False):
+    """The roles' planning and verify's judgement of one host, each step called as the roles call it over the
+    host's recorded inputs: ``plan(name, timed)`` returns the host_profile arguments planned and the verdict;
+    ``timed(step, func, *args)`` calls a step (time_filters measures it). The calibration database is looked up as
+    io_baseline looks it up (the entries of the selected disks' classes, the database checked once per run through
+    the index in ``index_dir``), or with ``whole_db`` as it was looked up before (every entry, for every host)."""
     fleet_facts._sim()  # pylint: disable=protected-access
     from ansible_collections.aiinfra.io_isolation.plugins.filter import io_isolation as f  # pylint: disable=import-outside-toplevel
     from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _calibration_db as db  # pylint: disable=import-outside-toplevel
-    sys.path.insert(0, os.path.join(HERE, "connection_plugins"))
+    if os.path.join(HERE, "connection_plugins") not in sys.path:
+        sys.path.insert(0, os.path.join(HERE, "connection_plugins"))
     import fleet_replay  # pylint: disable=import-outside-toplevel
     base, inf, tra = _defaults("io_baseline"), _defaults("inference"), _defaults("training")
     base.update(FLEET_VARS)
@@ -239,21 +259,20 @@ def time_filters(fleet_dir, names):
     with open(os.path.join(fleet_dir, "inventory.yml"), encoding="utf-8") as fh:
         inventory = yaml.safe_load(fh)["all"]["children"]
     in_group = dict((g, set(inventory[g]["hosts"] or {})) for g in inventory)
-    seconds = {}
+    db_dir = os.path.join(fleet_dir, "calibration-db")
 
-    def timed(step, func, *args):
-        t = time.perf_counter()
-        value = func(*args)
-        seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - t
-        return value
+    def lookup(selected):
+        if whole_db:
+            return db.load_db(db_dir)
+        return db.load_db(db_dir, disks=selected, index_dir=index_dir)
 
-    for name in names:
+    def plan(name, timed):
         with open(os.path.join(fleet_dir, "hosts", name + ".json"), encoding="utf-8") as fh:
             record = json.load(fh)
         facts = record["io_facts"]["ansible_facts"]["io_isolation"]
-        entries = timed("calibration_db lookup", db.load_db, os.path.join(fleet_dir, "calibration-db"))
         selected = timed("select_disks", f.select_disks, facts, base["io_baseline_devices"],
                          base["io_baseline_device_query"])
+        entries = timed("calibration_db lookup", lookup, selected)
         plan = timed("iocost_plan", f.iocost_plan, selected, {}, entries, base["io_baseline_iocost_qos"],
                      False, base["io_baseline_calibrated_vrate_max"], base["io_baseline_qos_solution"])
         profile = timed("baseline_plan", f.baseline_plan, {}, plan, base_settings)
@@ -265,9 +284,9 @@ def time_filters(fleet_dir, names):
                             dict((k, v) for k, v in tra.items() if k.startswith("training_")), plan["disks"], facts)
         args = {"iocost": profile.get("iocost"), "blk_queue": profile.get("blk_queue"), "sysctl": profile.get("sysctl"),
                 "nvme_queues": profile.get("nvme_queues"), "cgroups": list((profile.get("cgroups") or {}).values()),
-                "pressure": profile.get("pressure") or [], "_ansible_check_mode": True}
+                "pressure": profile.get("pressure") or []}
         args["tenancy"] = timed("tenancy_request", f.tenancy_request, profile, share)
-        result = fleet_replay.host_profile_result(args, facts, record["drift"], True)
+        result = fleet_replay.host_profile_result(dict(args, _ansible_check_mode=True), facts, record["drift"], True)
         sections = result["sections"]
         skipped = {"changed": False, "skipped": True}
         baseline = dict((k, sections.get(k, skipped)) for k in ("iocost", "blk_queue", "sysctl", "nvme_queues"))
@@ -281,8 +300,60 @@ def time_filters(fleet_dir, names):
         if verdict["drift"]:
             timed("drift_summary", f.drift_summary, verdict["drift"])
         timed("qos_source_text", f.qos_source_text, plan["qos_sources"])
+        return args, verdict
+
+    return plan
+
+
+def untimed(_step, func, *args):
+    return func(*args)
+
+
+def time_filters(fleet_dir, names, reference_hosts=100):
+    """Each planning and judgement step of the roles over the hosts ``names`` in one run (one index of the
+    calibration database, as one ansible-playbook run has): CPU milliseconds per host, per step and in all, and
+    what the first host's lookup took (it checks the whole database for the run); beside it the lookup as it was
+    before (the whole database for every host) over the first ``reference_hosts`` hosts, and the ratio."""
+    seconds, first = {}, []
+
+    def timed(step, func, *args):
+        t = time.process_time()
+        value = func(*args)
+        took = time.process_time() - t
+        seconds[step] = seconds.get(step, 0.0) + took
+        if step == "calibration_db lookup" and not first:
+            first.append(took)
+        return value
+
+    index_dir = tempfile.mkdtemp(prefix="bench-fleet-run-")
+    try:
+        plan = planner(fleet_dir, index_dir)
+        for name in names:
+            plan(name, timed)
+    finally:
+        shutil.rmtree(index_dir)
     total = sum(seconds.values())
+    slowest = max(seconds, key=seconds.get)
+    # the reference, side by side: the lookup as it was (the whole database read for every host), first hosts only
+    ref = {}
+    whole = planner(fleet_dir, whole_db=True)
+
+    def ref_timed(step, func, *args):
+        t = time.process_time()
+        value = func(*args)
+        if step == "calibration_db lookup":
+            ref[step] = ref.get(step, 0.0) + time.process_time() - t
+        return value
+
+    for name in names[:reference_hosts]:
+        whole(name, ref_timed)
+    ref_ms = 1000.0 * ref.get("calibration_db lookup", 0.0) / max(1, min(len(names), reference_hosts))
+    mine_ms = 1000.0 * seconds["calibration_db lookup"] / max(1, len(names))
     return {"hosts": len(names), "total_ms_per_host": round(1000.0 * total / max(1, len(names)), 3),
+            "total_cpu_s": round(total, 4), "lookup_first_host_ms": round(1000.0 * first[0], 2) if first else None,
+            "slowest": slowest, "reference_whole_db_lookup_ms_per_host": round(ref_ms, 3),
+            "reference_hosts": min(len(names), reference_hosts),
+            "lookup_ratio_to_reference": round(mine_ms / ref_ms, 3) if ref_ms else None,
             "steps": dict((k, {"ms_per_host": round(1000.0 * v / len(names), 3), "share": round(v / total, 3)})
                           for k, v in sorted(seconds.items(), key=lambda kv: -kv[1]))}
 
@@ -313,27 +384,105 @@ def summarize(runs):
     return out
 
 
+def spread(values):
+    """'median' of one value, 'median (min-max)' of several."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return "-"
+    mid = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+    text = ("%.3g" % mid) if mid < 100 else "%.0f" % mid
+    return text if len(values) == 1 else "%s (%.3g-%.3g)" % (text, values[0], values[-1])
+
+
+def filter_growth(filters):
+    """Per database size: the growth exponent of the planning's CPU over hosts."""
+    out = []
+    for entries in sorted(set(fl["db_entries"] for fl in filters)):
+        series = {}
+        for fl in filters:
+            if fl["db_entries"] == entries:
+                series.setdefault(fl.get("repeat", 0), []).append((fl["hosts"], fl["total_cpu_s"]))
+        found = [exponent(sorted(pts)) for _r, pts in sorted(series.items())]
+        out.append({"db_entries": entries, "hosts": sorted(set(h for pts in series.values() for h, _c in pts)),
+                    "exponents": [e for e in found if e is not None]})
+    return out
+
+
 def markdown(result):
     lines = ["# make bench-fleet, %s" % result["date"], "",
              "ansible-core %s, Python %s, %s; %s" % (result["ansible_core"], result["python"], result["machine"],
-                                                     result["note"]), "",
-             "| playbook | hosts | forks | db entries | wall s | CPU s | controller CPU s | ms/host | peak RSS MiB "
-             "| KiB/host | failed (drift) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in result["runs"]:
-        lines.append("| %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.1f | %d |" % (
-            r["playbook"], r["hosts"], r["forks"], r["db_entries"], r["wall_s"], r["cpu_s"], r["controller_cpu_s"],
-            r["controller_ms_per_host"], r["peak_rss_mib"], r["rss_kib_per_host"], r["recap"]["failed"]))
-    lines += ["", "Growth exponent of controller CPU against hosts (1 = linear):", ""]
-    for s in result["growth"]:
-        lines.append("- %s, forks %d, %d entries, hosts %s: **%s**" % (
-            s["playbook"], s["forks"], s["db_entries"], "/".join(map(str, s["hosts"])), s["exponent"]))
-    for fl in result["filters"]:
-        lines += ["", "Planning and judgement steps timed directly (%d hosts, %d database entries): %.2f ms per host"
-                  % (fl["hosts"], fl["db_entries"], fl["total_ms_per_host"]), "",
-                  "| step | ms/host | share |", "|---|---|---|"]
-        lines += ["| %s | %.3f | %.1f%% |" % (k, v["ms_per_host"], 100 * v["share"]) for k, v in fl["steps"].items()]
+                                                     result["note"]), ""]
+    lines += ["- %s" % note for note in result.get("notes") or []] + ([""] if result.get("notes") else [])
+    filters = result.get("filters") or []
+    if filters:
+        lines += ["## Our planning, timed directly (goal: under %.0f ms of CPU a host)" % result["goal_ms_per_host"], "",
+                  "The roles' planning filters, the calibration database lookup and verify's judgement over each "
+                  "host's recorded inputs, in one process, without ansible-core (CPU time).", "",
+                  "| db entries | hosts | planning ms/host | first host's lookup ms (checks the database) "
+                  "| slowest step | its ms/host | reference: whole-database lookup ms/host | lookup / reference |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for key in sorted(set((x["db_entries"], x["hosts"]) for x in filters)):
+            # repeats of one configuration: the median and, in brackets, the range (the spread on a shared machine)
+            same = [x for x in filters if (x["db_entries"], x["hosts"]) == key]
+            slowest = max(set(x["slowest"] for x in same), key=[x["slowest"] for x in same].count)
+            lines.append("| %d | %d | %s | %s | %s | %s | %s | %s |" % (key + tuple(spread(v) for v in (
+                [x["total_ms_per_host"] for x in same], [x["lookup_first_host_ms"] for x in same])) + (slowest,) + tuple(
+                spread(v) for v in ([x["steps"][slowest]["ms_per_host"] for x in same],
+                                    [x["reference_whole_db_lookup_ms_per_host"] for x in same],
+                                    [x["lookup_ratio_to_reference"] for x in same]))))
+        lines += ["", "Growth exponent of the planning's CPU against hosts (1 = linear; one per repeat): " + "; ".join(
+            "%d entries %s" % (g["db_entries"], ", ".join(map(str, g["exponents"]))) for g in filter_growth(filters)), ""]
+    if result["runs"]:
+        lines += ["## Playbook runs (ansible-core and our code together)", "",
+                  "| playbook | hosts | forks | db entries | wall s | CPU s | controller CPU s | ms/host | peak RSS MiB "
+                  "| KiB/host | failed (drift) | sampled (--profile): ours ms/host of all (share) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in result["runs"]:
+            prof = r.get("profile")
+            lines.append("| %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.1f | %d | %s |" % (
+                r["playbook"] + (" (%s)" % r["variant"] if r.get("variant") else ""), r["hosts"], r["forks"],
+                r["db_entries"], r["wall_s"], r["cpu_s"], r["controller_cpu_s"],
+                r["controller_ms_per_host"], r["peak_rss_mib"], r["rss_kib_per_host"], r["recap"]["failed"],
+                "%.1f of %.1f (%.1f%%)" % (prof["ours_ms_per_host"], prof["sampled_ms_per_host"],
+                                           100 * prof["ours_share"]) if prof else "not sampled"))
+        lines += ["", "Growth exponent of controller CPU against hosts (1 = linear):", ""]
+        for g in result["growth"]:
+            lines.append("- %s, forks %d, %d entries, hosts %s: **%s**" % (
+                g["playbook"], g["forks"], g["db_entries"], "/".join(map(str, g["hosts"])), g["exponent"]))
+        for r in result["runs"]:
+            prof = r.get("profile")
+            if not prof:
+                continue
+            lines += ["", "Our code in %s, %d hosts (CPU sampled: %d workers %.1f ms/host, the strategy process %.1f "
+                      "ms/host of which ours %.1f):" % (
+                          r["playbook"], r["hosts"], prof["workers"], prof["workers_ms_per_host"],
+                          prof["strategy_ms_per_host"], prof["strategy_ours_ms_per_host"]), "",
+                      "| what of ours | ms/host |", "|---|---|"]
+            lines += ["| called: %s | %.1f |" % (x["name"], x["ms_per_host"]) for x in prof["entries"][:8]]
+            lines += ["| spent in: %s | %.1f |" % (x["name"], x["ms_per_host"]) for x in prof["places"][:8]]
+            lines += ["| task: %s | %.1f |" % (x["name"], x["ms_per_host"]) for x in prof["tasks"][:5]]
+    shown = set()
+    for fl in sorted(filters, key=lambda x: (x["db_entries"], x["hosts"])):
+        # each database size's largest fleet, its first repeat
+        if fl["hosts"] != max(x["hosts"] for x in filters if x["db_entries"] == fl["db_entries"]) \
+                or fl["db_entries"] in shown:
+            continue
+        shown.add(fl["db_entries"])
+        lines += ["", "Planning steps, %d hosts, %d database entries: %.2f ms per host" % (
+            fl["hosts"], fl["db_entries"], fl["total_ms_per_host"]), "", "| step | ms/host | share |", "|---|---|---|"]
+        lines += ["| %s | %.3f | %.1f%% |" % (k, v["ms_per_host"], 100 * v["share"])
+                  for k, v in sorted(fl["steps"].items(), key=lambda kv: -kv[1]["ms_per_host"])]
     return "\n".join(lines) + "\n"
+
+
+def write(result, results, label):
+    os.makedirs(results, exist_ok=True)
+    stem = os.path.join(results, result["date"] + ("-" + label if label else ""))
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    with open(stem + ".md", "w", encoding="utf-8") as f:
+        f.write(markdown(result))
+    print(markdown(result))
 
 
 def merge(paths, results, label):
@@ -342,15 +491,16 @@ def merge(paths, results, label):
     for path in paths:
         with open(path, encoding="utf-8") as f:
             parts.append(json.load(f))
-    result = dict(parts[0], runs=[r for p in parts for r in p["runs"]], filters=[x for p in parts for x in p["filters"]])
+    for n, part in enumerate(parts):
+        for item in part["filters"] + part["runs"]:
+            item.setdefault("repeat", n)
+            item.setdefault("note", part["note"])
+    result = dict(parts[0], runs=[r for p in parts for r in p["runs"]], filters=[x for p in parts for x in p["filters"]],
+                  note="%d runs of this script on one machine and tree; each run's note below" % len(parts),
+                  notes=[p["note"] for p in parts])
     result["growth"] = summarize(result["runs"])
-    os.makedirs(results, exist_ok=True)
-    stem = os.path.join(results, result["date"] + ("-" + label if label else ""))
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1, sort_keys=True)
-    with open(stem + ".md", "w", encoding="utf-8") as f:
-        f.write(markdown(result))
-    print(markdown(result))
+    result["filter_growth"] = filter_growth(result["filters"])
+    write(result, results, label)
     return 0
 
 
@@ -358,21 +508,24 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--hosts", type=int, nargs="+", default=[100, 1000, 5000])
     p.add_argument("--forks", type=int, nargs="+", default=[5])
-    p.add_argument("--playbooks", nargs="+", default=["site", "verify"], choices=sorted(PLAYBOOKS))
+    p.add_argument("--playbooks", nargs="*", default=["site", "verify"], choices=sorted(PLAYBOOKS))
     p.add_argument("--db", type=int, nargs="+", default=[100], help="calibration database sizes (entries)")
-    p.add_argument("--filter-hosts", type=int, default=1000, help="hosts the filters are timed over (0: none)")
+    p.add_argument("--profile", action="store_true", help="sample the CPU of every process: our code's share")
+    p.add_argument("--filter-hosts", type=int, nargs="+", default=[100, 1000, 5000],
+                   help="host counts the planning is timed over directly (0: none)")
     p.add_argument("--filter-db", type=int, nargs="+", default=[10, 100, 1000],
-                   help="calibration database sizes the filters are timed with")
+                   help="calibration database sizes the planning is timed with")
     p.add_argument("--out", default=os.path.join(REPO, ".cache", "bench-fleet"))
     p.add_argument("--results", default=os.path.join(HERE, "results"))
     p.add_argument("--label", default="")
     p.add_argument("--note", default="", help="a line about the machine's load, for the results")
+    p.add_argument("--variant", default="", help="what code the playbook runs ran (a reference run), for the results")
     p.add_argument("--merge", nargs="+", metavar="JSON", help="merge earlier results into one (no runs)")
     args = p.parse_args(argv)
     if args.merge:
         return merge(args.merge, args.results, args.label)
     runs, filters = [], []
-    for entries in args.db:
+    for entries in args.db if args.playbooks else []:
         for hosts in args.hosts:
             fleet_dir = os.path.join(args.out, "fleet-%d-%d" % (hosts, entries))
             t = time.monotonic()
@@ -382,36 +535,36 @@ def main(argv=None):
             for playbook in args.playbooks:
                 for forks in args.forks:
                     r = run_playbook(fleet_dir, playbook, forks,
-                                     os.path.join(args.out, "%s-%d-%d-f%d.log" % (playbook, hosts, entries, forks)))
-                    r.update(playbook=playbook, hosts=hosts, forks=forks, db_entries=entries, fleet=fleet)
+                                     os.path.join(args.out, "%s-%d-%d-f%d.log" % (playbook, hosts, entries, forks)),
+                                     profile=args.profile)
+                    r.update(playbook=playbook, hosts=hosts, forks=forks, db_entries=entries, fleet=fleet,
+                             variant=args.variant)
                     r["controller_cpu_s"] = round(r["cpu_s"] - r["calls"]["standin_cpu_s"], 3)
                     r["controller_ms_per_host"] = round(1000.0 * r["controller_cpu_s"] / hosts, 2)
                     r["rss_kib_per_host"] = round(1024.0 * r["peak_rss_mib"] / hosts, 1)
                     runs.append(r)
                     print("%-6s %5d hosts forks %2d: wall %.1f s, CPU %.1f s (stand-in %.1f), %.1f ms/host, "
-                          "peak RSS %.0f MiB, rc %d, %s" % (playbook, hosts, forks, r["wall_s"], r["cpu_s"],
-                                                            r["calls"]["standin_cpu_s"], r["controller_ms_per_host"],
-                                                            r["peak_rss_mib"], r["rc"], r["recap"]), flush=True)
-    for entries in args.filter_db if args.filter_hosts else []:
-        fleet_dir = os.path.join(args.out, "filters-%d-%d" % (args.filter_hosts, entries))
-        build_fleet(fleet_dir, args.filter_hosts, entries)
-        fl = time_filters(fleet_dir, [host_name(i) for i in range(1, args.filter_hosts + 1)])
-        fl["db_entries"] = entries
-        filters.append(fl)
-        print("filters over %d hosts, %d entries: %.2f ms/host, %s" % (
-            args.filter_hosts, entries, fl["total_ms_per_host"], list(fl["steps"].items())[:3]), flush=True)
+                          "peak RSS %.0f MiB, rc %d, %s%s" % (
+                              playbook, hosts, forks, r["wall_s"], r["cpu_s"], r["calls"]["standin_cpu_s"],
+                              r["controller_ms_per_host"], r["peak_rss_mib"], r["rc"], r["recap"],
+                              "; ours %.1f of %.1f sampled ms/host" % (r["profile"]["ours_ms_per_host"],
+                                                                       r["profile"]["sampled_ms_per_host"])
+                              if args.profile else ""), flush=True)
+    for entries in args.filter_db:
+        for hosts in [h for h in args.filter_hosts if h > 0]:
+            fleet_dir = os.path.join(args.out, "filters-%d-%d" % (hosts, entries))
+            build_fleet(fleet_dir, hosts, entries)
+            fl = time_filters(fleet_dir, [host_name(i) for i in range(1, hosts + 1)])
+            fl["db_entries"] = entries
+            filters.append(fl)
+            print("planning over %d hosts, %d entries: %.2f ms/host (first host's lookup %s ms), slowest %s" % (
+                hosts, entries, fl["total_ms_per_host"], fl["lookup_first_host_ms"], fl["slowest"]), flush=True)
     import ansible  # pylint: disable=import-outside-toplevel
     result = {"date": datetime.date.today().isoformat(), "ansible_core": ansible.__version__,
               "python": platform.python_version(), "machine": "%s, %d CPUs" % (platform.machine(), os.cpu_count()),
               "note": args.note or "no note", "goal_ms_per_host": GOAL_MS, "runs": runs, "growth": summarize(runs),
-              "filters": filters}
-    os.makedirs(args.results, exist_ok=True)
-    stem = os.path.join(args.results, result["date"] + ("-" + args.label if args.label else ""))
-    with open(stem + ".json", "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1, sort_keys=True)
-    with open(stem + ".md", "w", encoding="utf-8") as f:
-        f.write(markdown(result))
-    print(markdown(result))
+              "filters": filters, "filter_growth": filter_growth(filters)}
+    write(result, args.results, args.label)
     return 0 if all(r["rc"] in (0, 2) for r in runs) else 1
 
 

@@ -10,23 +10,31 @@ __metaclass__ = type
 # AWX surveys from the roles' argument specs (plugin_utils/_awx_survey.py); documented in
 # plugins/filter/awx_survey.yml and awx_survey_check.yml.
 
+import importlib
+
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._awx_survey import (
-    SurveyError, check_survey, survey_spec)
+
+def _survey():
+    # Imported when a survey filter runs, not with this file: ansible-core imports every filter file of the
+    # collection, compiling it from source, in each worker that templates any of its filters (the roles' planning
+    # tasks, for every host); this import took about 17 ms of CPU each time (make bench-fleet).
+    return importlib.import_module("ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._awx_survey")
 
 
 def awx_survey(specs, variables, name="", description="", limits=None):
+    survey = _survey()
     try:
-        return survey_spec(specs, variables, name, description, limits)
-    except SurveyError as e:
+        return survey.survey_spec(specs, variables, name, description, limits)
+    except survey.SurveyError as e:
         raise AnsibleFilterError("awx_survey: %s" % e)
 
 
 def awx_survey_check(survey, specs):
+    module = _survey()
     try:
-        return check_survey(survey, specs)
-    except SurveyError as e:
+        return module.check_survey(survey, specs)
+    except module.SurveyError as e:
         raise AnsibleFilterError("awx_survey_check: %s" % e)
 
 

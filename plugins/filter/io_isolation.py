@@ -31,9 +31,10 @@ class _Lazy(object):
 
 _PKG = "ansible_collections.aiinfra.io_isolation.plugins."
 _codecs = _Lazy(_PKG + "module_utils._host.codecs")
-_iocost = _Lazy(_PKG + "module_utils._concerns.iocost")
-_placement = _Lazy(_PKG + "module_utils._concerns.placement")
-_cgroups = _Lazy(_PKG + "module_utils._host.cgroups")
+# io.cost's parameter names and the kernel's cost models, and unit names: small files of their own, so that the
+# planning tasks do not compile codecs.py, _concerns/iocost.py or placement.py and what they import
+_iocost_keys = _Lazy(_PKG + "module_utils._host.iocost_keys")
+_unit_names = _Lazy(_PKG + "module_utils._host.unit_names")
 _calibration_db = _Lazy(_PKG + "plugin_utils._calibration_db")
 
 
@@ -149,11 +150,11 @@ def entry_solution(entry, name):
         return None, None, ("%s has no %r solution: %s; set io_baseline_qos_solution to one it has, or none"
                             % (label, name, why))
     qos = found.get("qos")
-    if not isinstance(qos, dict) or any(k not in qos for k in _codecs.QOS_PARAMS):
+    if not isinstance(qos, dict) or any(k not in qos for k in _iocost_keys.QOS_PARAMS):
         return None, None, "%s: solution %r has no complete qos (%s); calibrate this class again" % (
-            label, name, ", ".join(_codecs.QOS_PARAMS))
+            label, name, ", ".join(_iocost_keys.QOS_PARAMS))
     figures = dict((k, v) for k, v in found.items() if k != "qos")
-    return dict((k, qos[k]) for k in _codecs.QOS_PARAMS), figures, None
+    return dict((k, qos[k]) for k in _iocost_keys.QOS_PARAMS), figures, None
 
 
 def iocost_plan(disks, models=None, calibration=None, qos=None, calibration_qos=False, calibrated_vrate_max=None,
@@ -247,24 +248,33 @@ def _num(value):
     return "%d" % value if value.is_integer() else "%g" % value
 
 
+def _rate(value):
+    """codecs.parse_rate, without compiling codecs.py for what it returns unchanged (an int within u64: a
+    calibrated model's, the kernel's class); units and errors are its."""
+    if type(value) is int and 0 <= value and value.bit_length() <= 64:  # pylint: disable=unidiomatic-typecheck
+        return value
+    return _codecs.parse_rate(value)
+
+
 def expected_model(disk, model):
     """The coefficients an io_facts disk will run on with ``model`` applied (None: the kernel's class).
 
     ctrl=auto: the kernel's model as io_facts read it when iocost already runs on the disk with
-    ctrl=auto, else the class the kernel will pick (``_iocost.kernel_class``). Coefficients the model
+    ctrl=auto, else the class the kernel will pick (``kernel_class``). Coefficients the model
     does not give keep that base (a partial write keeps the others, observed on 6.1 and 6.12).
     """
     held = dict((disk.get("iocost") or {}).get("model") or {})
-    if held.get("ctrl") == "auto" and all(k in held for k in _codecs.COST_COEFS):
-        base = dict((k, int(held[k])) for k in _codecs.COST_COEFS)
+    if held.get("ctrl") == "auto" and all(k in held for k in _iocost_keys.COST_COEFS):
+        base = dict((k, int(held[k])) for k in _iocost_keys.COST_COEFS)
     else:
-        cls = _iocost.kernel_class(disk["identity"].get("rotational"), (disk.get("queue") or {}).get("nr_requests"))
-        base = dict(_iocost.KERNEL_CLASSES[cls])
+        cls = _iocost_keys.kernel_class(disk["identity"].get("rotational"),
+                                        (disk.get("queue") or {}).get("nr_requests"))
+        base = dict(_iocost_keys.KERNEL_CLASSES[cls])
     if model and model.get("ctrl") != "auto":
-        for key in _codecs.COST_COEFS:
+        for key in _iocost_keys.COST_COEFS:
             if key in model:
                 try:
-                    base[key] = _codecs.parse_rate(model[key]) if key in ("rbps", "wbps") else int(model[key])
+                    base[key] = _rate(model[key]) if key in ("rbps", "wbps") else int(model[key])
                 except (_codecs.CodecError, TypeError, ValueError):
                     raise AnsibleFilterError("iocost model %s=%r for %s is not a number"
                                              % (key, model[key], stable_selector(disk["identity"])))
@@ -430,8 +440,8 @@ def _unit_list(settings, name, patterns=True):
     """A list of service names (and patterns) the roles pass on, each checked as the placement module would."""
     units = _units(settings, name)
     for unit in units:
-        problem = ("%r is a pattern: give service names here" % unit) if not patterns and _placement.is_pattern(unit) \
-            else _placement.unit_problem(unit)
+        problem = ("%r is a pattern: give service names here" % unit) if not patterns and _unit_names.is_pattern(unit) \
+            else _unit_names.unit_problem(unit)
         if problem:
             raise AnsibleFilterError("%s: %s" % (name, problem))
     return units
@@ -440,7 +450,7 @@ def _unit_list(settings, name, patterns=True):
 def _tier_slice(settings, name):
     value = settings[name]
     if not isinstance(value, str) or not value.strip().endswith(".slice") or value.strip() in OWN_SLICES \
-            or _cgroups.validate_unit_name(value.strip()):
+            or _unit_names.validate_unit_name(value.strip()):
         raise AnsibleFilterError("%s is %s: give a slice name of its own, such as hostcritical.slice (not %s)"
                                  % (name, _short(repr(value)), ", ".join(OWN_SLICES)))
     return value.strip()
@@ -575,7 +585,7 @@ def _placement_section(profile, label, units, slice_name, allow_critical, **extr
     section = dict(profile.get("placement") or {})
     entries = [e for e in section.get("units") or [] if e.get("label") != label]
     for unit in units:
-        entry = {"label": label, ("pattern" if _placement.is_pattern(unit) else "name"): unit,
+        entry = {"label": label, ("pattern" if _unit_names.is_pattern(unit) else "name"): unit,
                  "slice": slice_name}
         if allow_critical:
             entry["allow_critical"] = True

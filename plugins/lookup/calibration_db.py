@@ -44,6 +44,19 @@ options:
     type: bool
     default: false
     version_added: 0.2.0
+  disks:
+    description:
+      - Return only the entries that can be chosen for these disks, those of their models and capacities, in the
+        same order (P(aiinfra.io_isolation.iocost_plan#filter) picks the same entry from them as from the whole
+        database). The disks are io_facts devices with their C(identity), as
+        P(aiinfra.io_isolation.select_disks#filter) gives them.
+      - The whole database is still checked and fails the lookup as without this option, but each file is read
+        once per run, not once per host - the run's controller temporary directory keeps which hardware class each
+        checked file holds, and a file that changed since is read again. The P(aiinfra.io_isolation.io_baseline#role)
+        role looks its entries up this way.
+    type: list
+    elements: dict
+    version_added: 0.2.0
 notes:
   - Only the controller's files are read; nothing runs on the managed hosts.
 seealso:
@@ -59,6 +72,12 @@ EXAMPLES = r"""
     iocost_devices: >-
       {{ data_disks | aiinfra.io_isolation.iocost_plan({}, query('aiinfra.io_isolation.calibration_db',
          playbook_dir ~ '/calibration')) }}
+
+- name: Only the entries the selected disks can take (what the io_baseline role reads for each host)
+  ansible.builtin.set_fact:
+    iocost_devices: >-
+      {{ data_disks | aiinfra.io_isolation.iocost_plan({}, query('aiinfra.io_isolation.calibration_db',
+         playbook_dir ~ '/calibration', disks=data_disks)) }}
 
 - name: Where the roles keep the database unless told otherwise
   ansible.builtin.debug:
@@ -79,18 +98,38 @@ _list:
   elements: dict
 """
 
+import importlib
+import os
+
+from ansible import constants as C
 from ansible.errors import AnsibleLookupError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db import CalibrationError, default_dir, load_db
+DEFAULT_DIR_NAME = "calibration-db"
+
+
+def default_dir(variables):
+    """The database both roles use unless told otherwise: ``io_isolation_calibration_dir`` (the
+    inventory-wide setting), else ``calibration-db`` beside the inventory (beside the playbook
+    without one)."""
+    def given(name):
+        # A lookup sees an unset inventory_dir (inventory given as "host,") as the text "None".
+        value = variables.get(name)
+        return value if value not in (None, "", "None") else None
+
+    configured = given("io_isolation_calibration_dir")
+    if configured:
+        return configured
+    return os.path.join(given("inventory_dir") or given("playbook_dir") or ".", DEFAULT_DIR_NAME)
 
 
 class LookupModule(LookupBase):
 
     def run(self, terms, variables=None, **kwargs):
-        # Read before set_options: the option only switches what is returned.
+        # Read before set_options: the options only choose what is returned.
         want_default = boolean(kwargs.pop("default_dir", False), strict=True)
+        disks = kwargs.pop("disks", None)
         self.set_options(var_options=variables, direct=kwargs)
         if want_default:
             if terms:
@@ -105,7 +144,13 @@ class LookupModule(LookupBase):
             return [default_dir(given)]
         if not terms:
             raise AnsibleLookupError("calibration_db: name at least one database directory (or ask for default_dir=true)")
+        # Imported here, not with this file: the roles' defaults ask for default_dir in every worker that templates
+        # them, and the database code is compiled from source in each (make bench-fleet).
+        db = importlib.import_module("ansible_collections.aiinfra.io_isolation.plugins.plugin_utils._calibration_db")
         try:
-            return load_db(*terms, basedir=self.get_basedir(variables or {}))
-        except CalibrationError as e:
+            # ansible-core's controller temporary directory is made once per run, before the workers fork, and
+            # removed at its end (its AnsiballZ cache lives there too): the database index's place.
+            return db.load_db(*terms, basedir=self.get_basedir(variables or {}), disks=disks,
+                              index_dir=C.DEFAULT_LOCAL_TMP if disks is not None else None)
+        except db.CalibrationError as e:
             raise AnsibleLookupError("calibration_db: %s" % e)

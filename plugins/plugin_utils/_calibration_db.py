@@ -13,13 +13,14 @@ Controller side only. What each part serves:
   ``calibration_entry``);
 * write: :func:`entry_file_name`, :func:`entry_file_text` (filters ``calibration_entry_file``,
   ``calibration_entry_json``: the calibration role's ``copy``);
-* read: :func:`load_db` (the ``calibration_db`` lookup, read by both roles);
+* read: :func:`load_db` (the ``calibration_db`` lookup, read by both roles; where the roles' database is, is
+  the lookup's own ``default_dir``);
 * match: :func:`match_entry` (the ``iocost_plan`` filter: which entry a disk takes);
 * export: :func:`hwdb_fragment` (filter ``calibration_hwdb``), :func:`report_file_name` (the
   ``calibration_report`` action).
 
 Pure logic: no Ansible imports, every problem is a :class:`CalibrationError` (the collection's one,
-from module_utils/_calibration/iocost_calibrate.py) whose message names the result, entry or file, the value and how
+from module_utils/_calibration/errors.py) whose message names the result, entry or file, the value and how
 to fix it.
 
 An entry is one hardware class (model + firmware + capacity), one JSON file per class::
@@ -41,17 +42,21 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import os
 import re
+import stat
 import statistics
+import tempfile
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.iocost_calibrate import CalibrationError
+# Both from small files of their own: this file is imported in every worker that looks the database up.
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.errors import CalibrationError
 # An entry's iocost_model and qos keys are the kernel's io.cost.model / io.cost.qos parameters, in its order.
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import COST_COEFS as COEFS
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import QOS_PARAMS as QOS_KEYS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.iocost_keys import COST_COEFS as COEFS
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.iocost_keys import QOS_PARAMS as QOS_KEYS
 
 SCHEMA = 1
 QOS_INT_KEYS = ("rlat", "wlat")
@@ -568,41 +573,47 @@ def parse_entry_file_name(name):
 # ----------------------------------------------------------------------------------------------
 # the database directory
 
-DEFAULT_DIR_NAME = "calibration-db"
+def device_classes(disks):
+    """{(model, capacity_bytes)} of the disks (io_facts devices with an ``identity``, or identities): the entries
+    :func:`match_entry` can pick for them are those of these models and capacities (a disk of no known size takes
+    none)."""
+    out = set()
+    for disk in disks or []:
+        identity = disk.get("identity", disk) if isinstance(disk, dict) else None
+        if not isinstance(identity, dict):
+            raise CalibrationError("the disks to look calibration entries up for are io_facts devices (select_disks "
+                                   "gives them) or their identities, got %r" % (disk,))
+        model, _firmware, size = device_class(identity)
+        if size:
+            out.add((model, size))
+    return out
 
 
-def default_dir(variables):
-    """The database both roles use unless told otherwise: ``io_isolation_calibration_dir`` (the
-    inventory-wide setting), else ``calibration-db`` beside the inventory (beside the playbook
-    without one)."""
-    def given(name):
-        # A lookup sees an unset inventory_dir (inventory given as "host,") as the text "None".
-        value = variables.get(name)
-        return value if value not in (None, "", "None") else None
-
-    configured = given("io_isolation_calibration_dir")
-    if configured:
-        return configured
-    return os.path.join(given("inventory_dir") or given("playbook_dir") or ".", DEFAULT_DIR_NAME)
-
-
-def load_db(*directories, basedir=None):
+def load_db(*directories, basedir=None, disks=None, index_dir=None):
     """Entries from ``<directory>/*.json`` of each directory in turn, each sorted by file name.
 
     A missing directory is empty; a relative one is relative to ``basedir`` (the playbook's directory
     for the lookup). Every file must be a valid entry (entry_problems) named by entry_file_name, and no
     two files, in one directory or several, may hold the same class; otherwise CalibrationError names
     the file and what is wrong.
+
+    With ``disks`` (:func:`device_classes`) only the entries of their models and capacities are returned: all that
+    :func:`match_entry` can pick for them, in the same order, so the same one is picked. The whole database is
+    still checked, but with ``index_dir`` (a directory of the run's own: the lookup gives ansible-core's per-run
+    controller temporary directory) each file is read once per run, not once per host: the first read records the
+    class of each valid file there, keyed by its inode, size and times, and later reads of an unchanged file take
+    the class from that record (a database of 1,000 entries cost about 300 ms a host read whole; make bench-fleet).
     """
+    wanted = None if disks is None else device_classes(disks)
     entries, seen = [], {}
     for directory in directories:
-        for path, entry in _read_directory(_resolve(directory, basedir)):
-            cls = entry_class(entry)
+        for path, cls, entry in _read_directory(_resolve(directory, basedir), wanted, index_dir):
             if cls in seen:
                 raise CalibrationError("%s and %s hold the same hardware class (%s firmware %s, %d bytes); keep one"
                                        % ((seen[cls], path) + cls))
             seen[cls] = path
-            entries.append(entry)
+            if entry is not None:
+                entries.append(entry)
     return entries
 
 
@@ -613,38 +624,100 @@ def _resolve(directory, basedir):
     return os.path.join(basedir, path) if basedir and not os.path.isabs(path) else path
 
 
-def _read_directory(directory):
-    """(path, entry) for each entry file of one database directory, in file-name order."""
+def _signature(st):
+    # Any write to a file changes its ctime, which no tool sets back, besides size and mtime; a replaced file has
+    # another inode. A file with the signature the index recorded is the file that was checked.
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _index_path(index_dir, directory):
+    key = hashlib.sha256(os.path.abspath(directory).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return os.path.join(index_dir, "calibration-db-index-%s.json" % key)
+
+
+def _load_index(path, directory):
+    """{file name: [signature..., model, firmware, capacity]} recorded for ``directory``; {} when none is usable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            index = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    ok = isinstance(index, dict) and index.get("directory") == os.path.abspath(directory)
+    return index.get("files") if ok and isinstance(index.get("files"), dict) else {}
+
+
+def _save_index(path, directory, files):
+    # Written whole and renamed into place: forked workers read and write it at the same time; a record lost to a
+    # concurrent write only means that file is checked again.
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".calibration-db-index-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"directory": os.path.abspath(directory), "files": files}, handle)
+        os.replace(tmp, path)
+    except OSError:
+        # The index only saves work; without a writable place each host reads the database whole, as before.
+        pass
+
+
+def _read_entry(path, name):
+    """The entry of one database file, checked (content and file name), or CalibrationError naming the file."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as e:
+        raise CalibrationError("%s: cannot be read: %s" % (path, e.strerror or e))
+    try:
+        entry = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise CalibrationError("%s: not UTF-8 text (%s)" % (path, e))
+    except ValueError as e:
+        raise CalibrationError("%s: not valid JSON: %s; fix or remove the file (the calibration role "
+                               "rewrites it on the next run)" % (path, e))
+    check_entry(entry, path)
+    expected = entry_file_name(entry)
+    if expected != name:
+        raise CalibrationError("%s holds the entry of %s firmware %s, %d bytes, which belongs in %s; rename "
+                               "the file" % (path, entry["model"], entry["firmware"], entry["capacity_bytes"],
+                                             expected))
+    return entry
+
+
+def _read_directory(directory, wanted=None, index_dir=None):
+    """(path, class, entry) for each entry file of one database directory, in file-name order; with ``wanted`` (a
+    set of (model, capacity)) the entry is None for the others, and with ``index_dir`` those are not read again
+    while unchanged since the run checked them (load_db)."""
     if not os.path.exists(directory):
         return
     if not os.path.isdir(directory):
         raise CalibrationError("the calibration database %s is not a directory" % directory)
+    index_path = _index_path(index_dir, directory) if index_dir and wanted is not None else None
+    known = _load_index(index_path, directory) if index_path else {}
+    recorded, changed = {}, False
     for name in sorted(os.listdir(directory)):
         if not name.endswith(FILE_SUFFIX) or name.startswith("."):
             continue
         path = os.path.join(directory, name)
-        if not os.path.isfile(path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
             raise CalibrationError("%s: not a regular file (the database holds one JSON file per hardware class)"
                                    % path)
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read()
-        except OSError as e:
-            raise CalibrationError("%s: cannot be read: %s" % (path, e.strerror or e))
-        try:
-            entry = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise CalibrationError("%s: not UTF-8 text (%s)" % (path, e))
-        except ValueError as e:
-            raise CalibrationError("%s: not valid JSON: %s; fix or remove the file (the calibration role "
-                                   "rewrites it on the next run)" % (path, e))
-        check_entry(entry, path)
-        expected = entry_file_name(entry)
-        if expected != name:
-            raise CalibrationError("%s holds the entry of %s firmware %s, %d bytes, which belongs in %s; rename "
-                                   "the file" % (path, entry["model"], entry["firmware"], entry["capacity_bytes"],
-                                                 expected))
-        yield path, entry
+        signature = _signature(st)
+        record = known.get(name)
+        if isinstance(record, list) and len(record) == len(signature) + 3 and record[:len(signature)] == signature:
+            cls = tuple(record[len(signature):])
+            entry = _read_entry(path, name) if (cls[0], cls[2]) in wanted else None
+        else:
+            entry = _read_entry(path, name)
+            cls = entry_class(entry)
+            changed = True
+        recorded[name] = signature + list(cls)
+        yield path, cls, (entry if wanted is None or (cls[0], cls[2]) in wanted else None)
+    if index_path and (changed or len(recorded) != len(known)):
+        _save_index(index_path, directory, recorded)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -51,6 +51,11 @@ options:
       - name: FLEET_DIR
     vars:
       - name: fleet_dir
+  args_dir:
+    description: Where to write each module's arguments as the controller sent them (<host>.<module>.json); none if empty.
+    default: ""
+    env:
+      - name: FLEET_ARGS_DIR
 """
 
 # The wrapper ansible-core writes around a module (module_common: one "key=repr(value)," line per argument).
@@ -186,6 +191,11 @@ class Connection(ConnectionBase):
         if record.get("unreachable"):
             raise AnsibleConnectionFailure("fleet_replay: %s is recorded as unreachable" % host)
         out = json.dumps(respond(module, args, record))
+        if self.get_option("args_dir"):
+            # the arguments the roles planned, for comparing planning code before and after a change
+            with open(os.path.join(self.get_option("args_dir"), "%s.%s.json" % (host, module)), "w",
+                      encoding="utf-8") as f:
+                json.dump(dict((k, v) for k, v in args.items() if not k.startswith("_ansible_")), f, sort_keys=True)
         with open(os.path.join(fleet_dir, "calls.log"), "a", encoding="utf-8") as log:
             log.write("%s %s %.6f\n" % (host, module, time.process_time() - start))
         return 0, out.encode("utf-8"), b""

@@ -47,8 +47,9 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import slug
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import (
-    CodecSetting, ModuleError, Reconciler,
+    CodecSetting, Reconciler,
 )
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.errors import CalibrationError
 
 IOCOST_QOS = blk_queue.IOCOST_QOS
 IOCOST_MODEL = "/sys/fs/cgroup/io.cost.model"
@@ -67,14 +68,6 @@ KERNEL_CLASSES = {
     "ssd_dfl": {"rbps": 488636629, "rseqiops": 8932, "rrandiops": 8518,
                 "wbps": 427891549, "wseqiops": 28755, "wrandiops": 21940},
 }
-
-
-class CalibrationError(ModuleError):
-    """A refusal or failure with a message for the user; ``details`` go into the result.
-
-    The collection's one calibration error: the controller's database code (plugin_utils/_calibration_db:
-    results, entries, database files, hwdb export) raises it too, as module_utils is what both sides import.
-    """
 
 
 class Interrupted(BaseException):

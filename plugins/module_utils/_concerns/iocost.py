@@ -29,26 +29,8 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabil
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import CGROUP_ROOT, KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import CodecSetting, ModuleError, Part, run_part
-
-# The kernel's own cost models (autop[] in block/blk-iocost.c; hdd and ssd_dfl read back on the lab's
-# 6.1 and 6.12 kernels): what a disk runs on with ctrl=auto. docs/kernel-files.md has the table.
-KERNEL_CLASSES = {
-    "hdd": dict(rbps=174019176, rseqiops=41708, rrandiops=370, wbps=178075866, wseqiops=42705, wrandiops=378),
-    "ssd_qd1": dict(rbps=245855193, rseqiops=61575, rrandiops=6946, wbps=141365009, wseqiops=33716,
-                    wrandiops=26796),
-    "ssd_dfl": dict(rbps=488636629, rseqiops=8932, rrandiops=8518, wbps=427891549, wseqiops=28755, wrandiops=21940),
-    "ssd_fast": dict(rbps=3102524156, rseqiops=724816, rrandiops=778122, wbps=1742780862, wseqiops=425702,
-                     wrandiops=443193),
-}
-
-
-def kernel_class(rotational, queue_depth):
-    """The class the kernel picks for a disk (ioc_autop_idx): hdd when rotational, ssd_qd1 at queue
-    depth 1, else ssd_dfl (it steps to ssd_fast only while neither model nor QoS is user-set)."""
-    if rotational:
-        return "hdd"
-    return "ssd_qd1" if queue_depth == 1 else "ssd_dfl"
-
+# the kernel's own cost models (declared apart for the controller's planning filters)
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.iocost_keys import KERNEL_CLASSES
 
 # rrandiops between the kernel's HDD class (hdd) and its slowest SSD class (ssd_qd1): a model on
 # the wrong side of it was most likely measured on (or copied from) the other kind of disk.

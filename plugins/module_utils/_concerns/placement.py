@@ -47,8 +47,9 @@ import re
 from collections import OrderedDict
 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import systemd as sd
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import (
-    expected_cgroup, validate_unit_name,
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import expected_cgroup
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.unit_names import (
+    pattern_problem as _pattern_problem, service_problem as _service_problem, validate_unit_name,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
     PLACEMENT_DROPIN_NAME, SYSTEMD_UNIT_DIR, ManagedFile, owned_units, owner, stamped,
@@ -82,23 +83,7 @@ HOST_CRITICAL = (
 # What the placement reads of each unit (``systemctl show``).
 SHOW = ("Id", "LoadState", "ActiveState", "ControlGroup", "Slice", "FragmentPath", "DropInPaths")
 PLACED = ("Slice", "ControlGroup")
-# Unit types whose processes Slice= could place, besides services; this module places services only.
-OTHER_EXEC_TYPES = (".socket", ".mount", ".swap")
-_GLOB = re.compile(r"[*?\[]")
-_PATTERN = re.compile(r"^[A-Za-z0-9:_.\\@*?\[\]!-]+$")
 _DROPIN_RE = re.compile(r"^%s/([^/]+\.service)\.d/%s$" % (re.escape(SYSTEMD_UNIT_DIR), re.escape(PLACEMENT_DROPIN_NAME)))
-
-
-def is_pattern(text):
-    """True when a unit the roles list is a pattern (it has a shell wildcard), not a name."""
-    return bool(_GLOB.search(text))
-
-
-def unit_problem(text):
-    """Why ``text`` is neither a service name nor a pattern over service names this module takes, or None: what the
-    roles check of a list of units before they ask the host."""
-    text = (text or "").strip()
-    return _pattern_problem(text) if is_pattern(text) else _service_problem(text)
 
 
 def dropin_path(unit):
@@ -289,35 +274,6 @@ class Target:
     @property
     def loaded(self):
         return (self.info or {}).get("LoadState") not in (None, "", "not-found")
-
-
-def _service_problem(name):
-    """Why ``name`` is no service name this module can place, or None."""
-    problems = validate_unit_name(name)
-    if problems:
-        return "; ".join(problems)
-    if "." not in name:
-        return "%r has no unit type: give the full name (%s.service)" % (name, name)
-    if not name.endswith(".service"):
-        kind = name[name.rindex("."):]
-        if kind in OTHER_EXEC_TYPES:
-            return ("%s is a %s unit: this module places services only (Slice= of a %s places its short-lived "
-                    "helper processes)" % (name, kind[1:], kind[1:]))
-        return ("%s is a %s unit, which runs no processes of its own: Slice= means nothing there. Place the services "
-                "it starts" % (name, kind[1:]))
-    if name.endswith("@.service"):
-        return ("%s is a template: name an instance (%s) or give a pattern (%s)"
-                % (name, name.replace("@.", "@NAME."), name.replace("@.", "@*.")))
-    return None
-
-
-def _pattern_problem(pattern):
-    if not _PATTERN.match(pattern):
-        return ("pattern %r has characters no unit name has (a pattern is a unit name with the shell wildcards "
-                "* ? [...])" % pattern)
-    if not pattern.endswith(".service"):
-        return "pattern %r must end in .service (it matches services, such as vllm-*.service)" % pattern
-    return None
 
 
 def _slice_problem(name):

@@ -18,10 +18,9 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroup_
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs import CGROUP_FILES
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import CGROUP_ROOT, KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import CodecSetting, Directory, Setting
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.unit_names import validate_unit_name
 
 UNIT_SUFFIXES = (".slice", ".service", ".scope")
-# systemd unit names: ASCII letters, digits, ":-_.\" and "@" for instances; at most 255 chars.
-_UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]+$")
 # A unit name followed by anything but a path separator ("inference.slice; touch x") was meant as a unit.
 _UNIT_LIKE_RE = re.compile(r"^[^/]*\.(slice|service|scope)(?![A-Za-z0-9/])")
 # Whitespace and shell metacharacters: no unit, and no group this collection manages, is named so.
@@ -34,23 +33,6 @@ class CgroupNameError(ValueError):
 
 def is_unit_name(name):
     return "/" not in name and name.endswith(UNIT_SUFFIXES)
-
-
-def validate_unit_name(name):
-    """Problems with a systemd unit name (slice/service/scope); [] when valid."""
-    problems = []
-    if len(name) > 255:
-        problems.append("unit name %r is longer than 255 characters" % name)
-    if not _UNIT_RE.match(name):
-        problems.append("unit name %r has characters systemd does not allow (use letters, digits, ':-_.\\@')" % name)
-    if name.endswith(".slice"):
-        stem = name[:-len(".slice")]
-        if stem != "-" and (not stem or stem.startswith("-") or stem.endswith("-") or "--" in stem):
-            problems.append("slice name %r is invalid: dashes separate parent slices, so they cannot lead, "
-                            "trail or repeat (e.g. 'inference.slice', 'ai-inference.slice')" % name)
-        if "@" in name:
-            problems.append("slice name %r cannot be a template instance" % name)
-    return problems
 
 
 def slice_path(name):

@@ -32,6 +32,8 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 # declared by the engine, which reports it without importing this file
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import CodecError
+# io.cost.model's and io.cost.qos's parameters (declared apart for the controller's database code)
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.iocost_keys import COST_COEFS, QOS_PARAMS
 
 U32_MAX = 2 ** 32 - 1
 U64_MAX = 2 ** 64 - 1
@@ -504,7 +506,6 @@ class KeyedDeviceCodec(DeviceCodec):
 # blk-iocost: io.cost.model, io.cost.qos
 # ---------------------------------------------------------------------------------------------
 
-COST_COEFS = ("rbps", "rseqiops", "rrandiops", "wbps", "wseqiops", "wrandiops")
 _CTRL = ("auto", "user")
 
 
@@ -572,7 +573,6 @@ class CostModel(KeyedDeviceCodec):
                     for dev, state in parsed.items())
 
 
-QOS_PARAMS = ("rpct", "rlat", "wpct", "wlat", "min", "max")
 VRATE_MIN = 100          # 1.00 % in hundredths (VRATE_MIN_PPM)
 VRATE_MAX = 1000000      # 10000.00 %
 

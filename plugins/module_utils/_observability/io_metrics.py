@@ -57,8 +57,8 @@ TIMEOUT_SECONDS = 20
 # and their packages' __init__.py (a unit test checks this list against the imports). The role copies exactly these.
 INSTALLED = ("_engine/__init__.py", "_engine/reconcile.py", "_host/__init__.py", "_host/capabilities.py",
              "_host/cgroup_knobs.py", "_host/cgroups.py", "_host/codecs.py", "_host/commands.py", "_host/devices.py",
-             "_host/kernelfs.py", "_observability/__init__.py", "_observability/io_latency.py",
-             "_observability/io_metrics.py", "_observability/tenancy.py")
+             "_host/iocost_keys.py", "_host/kernelfs.py", "_host/unit_names.py", "_observability/__init__.py",
+             "_observability/io_latency.py", "_observability/io_metrics.py", "_observability/tenancy.py")
 
 USEC = 1000000.0
 

@@ -65,10 +65,11 @@ def fleet(tmp_path_factory):
         pytest.skip("no ansible-playbook beside this Python")
     out = str(tmp_path_factory.mktemp("fleet"))
     summary = bench.build_fleet(os.path.join(out, "fleet"), 5, 10, drift_every=2)
-    run = bench.run_playbook(os.path.join(out, "fleet"), "verify", 5, os.path.join(out, "verify.log"))
+    run = bench.run_playbook(os.path.join(out, "fleet"), "verify", 5, os.path.join(out, "verify.log"),
+                             profile=True, args_dir=os.path.join(out, "args"))
     with open(os.path.join(out, "verify.log"), encoding="utf-8") as f:
         log = f.read()
-    return {"dir": os.path.join(out, "fleet"), "summary": summary, "run": run, "log": log}
+    return {"dir": os.path.join(out, "fleet"), "summary": summary, "run": run, "log": log, "args": os.path.join(out, "args")}
 
 
 def test_verify_runs_on_the_recorded_results(fleet):
@@ -98,3 +99,53 @@ def test_filters_timed_over_the_fleet(fleet):
     assert {"calibration_db lookup", "select_disks", "iocost_plan", "baseline_plan", "verify_drift",
             "drift_summary"} <= set(got["steps"])
     assert abs(sum(s["share"] for s in got["steps"].values()) - 1.0) < 0.01
+
+
+def test_the_roles_send_what_the_whole_database_planned(fleet):
+    """The host_profile arguments of the real verify.yml run (the roles' lookup: the entries of each host's disk
+    classes, the database checked once per run) are what planning over the whole database gives, as the roles
+    planned before the lookup was per class, on each host's recorded facts."""
+    plan = bench.planner(fleet["dir"], whole_db=True)
+    calibrated = 0
+    for i in range(1, 6):
+        with open(os.path.join(fleet["args"], "%s.host_profile.json" % bench.host_name(i)), encoding="utf-8") as f:
+            sent = json.load(f)
+        before, _verdict = plan(bench.host_name(i), bench.untimed)
+        before = json.loads(json.dumps(before))
+        assert dict((k, sent.get(k)) for k in before) == before
+        calibrated += sum(d["model"].get("ctrl") != "auto"
+                          for d in before["iocost"]["devices"])
+    assert calibrated, "no host of the fleet has a calibrated disk: the comparison would not show a wrong entry"
+
+
+def test_the_profile_attributes_the_controllers_cpu_to_the_collections_files(fleet):
+    prof = fleet["run"]["profile"]
+    # io_facts, the planning tasks and host_profile: several workers a host, each sampled, and the strategy process
+    assert prof["workers"] >= 5 * 10 and prof["strategy_ms_per_host"] > 0
+    assert 0 < prof["ours_ms_per_host"] < prof["sampled_ms_per_host"]
+    assert any(x["name"].startswith("plugins/filter/io_isolation.py") for x in prof["entries"] + prof["places"])
+    assert all(x["name"].startswith("plugins/") for x in prof["entries"] + prof["places"])
+
+
+def test_our_frames_are_told_from_ansible_cores():
+    profiled = load("fleet", "profiled_playbook")
+
+    class Code:
+        def __init__(self, filename, name):
+            self.co_filename, self.co_name = filename, name
+
+    class Frame:
+        def __init__(self, filename, name, local=None):
+            self.f_code, self.f_locals = Code(filename, name), local or {}
+
+    coll = "/x/ansible_collections/aiinfra/io_isolation/plugins/"
+    assert profiled.our_frame(Frame(coll + "filter/io_isolation.py", "iocost_plan")) == \
+        "plugins/filter/io_isolation.py:iocost_plan"
+    assert profiled.our_frame(Frame(coll + "lookup/calibration_db.py", "<module>")) == \
+        "plugins/lookup/calibration_db.py (import)"
+    loader = "/v/ansible/utils/collection_loader/_collection_finder.py"
+    assert profiled.our_frame(Frame(loader, "get_code", {
+        "fullname": "ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.codecs"})) == \
+        "plugins/module_utils/_host/codecs.py (import)"
+    assert profiled.our_frame(Frame(loader, "get_code", {"fullname": "ansible_collections.ansible.posix.x"})) is None
+    assert profiled.our_frame(Frame("/v/ansible/template/__init__.py", "template")) is None

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from ansible import constants as C
 from ansible.errors import AnsibleLookupError
 
 from ansible_collections.aiinfra.io_isolation.plugins.lookup.calibration_db import LookupModule
@@ -89,6 +90,23 @@ def test_each_kind_of_bad_file_fails_with_its_name(tmp_path, content, words):
         run([str(tmp_path / "db")])
 
 
+def test_disks_take_the_entries_of_their_classes_and_the_run_keeps_an_index(tmp_path):
+    save(tmp_path / "db", entry())
+    save(tmp_path / "db", entry(model="AAA Disk"))
+    save(tmp_path / "db", entry(firmware="9.9"))
+    lookup = LookupModule()
+    lookup.get_basedir = lambda variables: "/"
+    disk = {"identity": {"name": "nvme0n1", "model": "QEMU NVMe Ctrl", "firmware": "1.0", "size_bytes": 1073741824}}
+    got = lookup.run([str(tmp_path / "db")], variables={}, disks=[disk])
+    assert [(e["model"], e["firmware"]) for e in got] == [("QEMU NVMe Ctrl", "7.2.22"), ("QEMU NVMe Ctrl", "9.9")]
+    # the run's controller temporary directory holds the index of the database just checked
+    index = db._index_path(C.DEFAULT_LOCAL_TMP, str(tmp_path / "db"))  # pylint: disable=protected-access
+    assert sorted(json.load(open(index))["files"]) == sorted(os.listdir(tmp_path / "db"))
+    save(tmp_path / "db", "{", name="BBB__1__1.json")
+    with pytest.raises(AnsibleLookupError, match=r"calibration_db: .*db/BBB__1__1\.json: not valid JSON"):
+        lookup.run([str(tmp_path / "db")], variables={}, disks=[disk])
+
+
 def test_a_term_that_is_not_a_path_is_refused():
     with pytest.raises(AnsibleLookupError, match="a database is a directory path"):
         run([""])
@@ -125,6 +143,7 @@ PLAYBOOK = """
           one_plain_is_the_entry: "{{ lookup('aiinfra.io_isolation.calibration_db', base ~ '/one') is mapping }}"
           two_query: "{{ query('aiinfra.io_isolation.calibration_db', base ~ '/two') | map(attribute='model') }}"
           relative: "{{ query('aiinfra.io_isolation.calibration_db', 'two') | length }}"
+          for_disk: "{{ query('aiinfra.io_isolation.calibration_db', base ~ '/two', disks=[disk]) | map(attribute='model') }}"
           default_dir: "{{ lookup('aiinfra.io_isolation.calibration_db', default_dir=true) }}"
           plan: "{{ [disk] | aiinfra.io_isolation.iocost_plan({}, query('aiinfra.io_isolation.calibration_db',
                     base ~ '/one')) }}"
@@ -155,6 +174,7 @@ def test_documented_usage_in_a_playbook(tmp_path):
     assert out["one_plain_is_the_entry"] is True   # the caveat the documentation gives
     assert out["two_query"] == ["AAA Disk", "QEMU NVMe Ctrl"]
     assert out["relative"] == 2
+    assert out["for_disk"] == ["QEMU NVMe Ctrl"]
     assert out["default_dir"] == str(tmp_path / "calibration-db")   # no inventory file: beside the playbook
     assert out["configured_dir"] == str(tmp_path / "configured")
     assert out["plan"]["sources"] == {"lab-nvme-a": "calibration"}
