@@ -94,7 +94,8 @@ CPU_ANTAGONISTS = tuple(guest.CPU_PROFILES)
 # --cpu-pair: sized to finish in about 10 minutes under TCG with 3 repeats (boot, 2 applies and 4 cells a repeat).
 # Multi-threaded TCG: with one host thread for both vCPUs a guest cpuset would separate nothing on the host.
 CPU_PAIR = {"configs": "roles,roles_cpuset", "readers": "randread4k@25", "antagonists": "cpuhog", "seconds": 10,
-            "ramp": 2, "guest": "debian13", "out": os.path.join(REPO, ".cache", "bench-isolation-cpu")}
+            "ramp": 2, "guest": "debian13", "out": os.path.join(REPO, ".cache", "bench-isolation-cpu"),
+            "unthrottled_reference": "none"}
 # Configurations that need the calibration database.
 CALIBRATED = ("roles_calibrated", "roles_calibrated_iolatency")
 READERS = ("randread4k", "seqread128k")
@@ -354,11 +355,12 @@ def files_for(readers, antagonists):
 
 def cpu_pair_defaults(a, argv):
     """--cpu-pair: CPU_PAIR's configurations, jobs, run length, guest and output where the command line does not
-    name them, a guest with two NUMA nodes, no probe (it times the block layer, not the CPUs) and no sweep."""
+    name them (and no unthrottled disk's table), a guest with two NUMA nodes, no probe (it times the block layer,
+    not the CPUs) and no sweep."""
     # argparse takes a unique prefix of an option too (--sec 5)
     given = [arg.split("=", 1)[0] for arg in argv if arg.startswith("--")]
     for key, value in CPU_PAIR.items():
-        if not any(("--" + key).startswith(name) for name in given):
+        if not any(("--" + key.replace("_", "-")).startswith(name) for name in given):
             setattr(a, key, value)
     a.numa, a.sweep = True, False
     if "--probe" not in given:

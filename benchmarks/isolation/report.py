@@ -590,10 +590,10 @@ def _cpu_table(results, summary):
                          used((DASH, _cpu_used(runs, "reader", reader, READER_SLICE)))])
         if hog not in shown and solo_a:
             shown.add(hog)
+            work = solo_a["hashed_bps"]
             rows.append(["alone (%s)" % _label(results, solo_a["config"]), "%s (no reader)" % hog, DASH,
-                         str(solo_a["n"]), DASH,
-                         DASH, DASH, DASH, "%s (%s)" % (_fmt(solo_a["hashed_bps"]["median"], "%.0f", 1e-6),
-                                                       _fmt(solo_a["hashed_bps"]["spread"], "%.0f%%", 100)), DASH,
+                         str(solo_a["n"]), DASH, DASH, DASH, DASH,
+                         "%s (%s)" % (_fmt(work["median"], "%.0f", 1e-6), _fmt(work["spread"], "%.0f%%", 100)), DASH,
                          used((_cpu_used(runs, "antagonist", hog, ANTAGONIST_SLICE), DASH))])
     for cell in _cpu_cells(summary):
         cpu, rd, rate = cell["cpu"], cell["reader_stats"], cell["rate"] or {}

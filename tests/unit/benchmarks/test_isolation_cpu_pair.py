@@ -176,8 +176,11 @@ def test_cpu_pair_sets_its_run_and_leaves_what_the_command_line_names():
         "roles,roles_cpuset", "randread4k@25", "cpuhog", 10, 2, "debian13")
     assert a.numa and not a.probe and not a.sweep and a.repeats == 3 and a.tcg_thread == "multi"
     assert a.out.endswith(os.path.join(".cache", "bench-isolation-cpu")) and a.disk_capacity == "device-bound"
-    a = parsed(["--cpu-pair", "--guest", "debian12", "--seconds=20", "--read", "seqread128k@25", "--probe"])
+    assert a.unthrottled_reference == "none"
+    a = parsed(["--cpu-pair", "--guest", "debian12", "--seconds=20", "--read", "seqread128k@25", "--probe",
+                "--unthrottled-reference", "x.json"])
     assert (a.guest, a.seconds, a.readers, a.probe) == ("debian12", 20, "seqread128k@25", True)
+    assert a.unthrottled_reference == "x.json"
     assert a.configs == "roles,roles_cpuset" and a.numa
 
 
