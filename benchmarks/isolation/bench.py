@@ -702,6 +702,9 @@ def main():
                             print(probe_line(c), flush=True)
                 print("repeat %d %s: applied in %s s, %d runs in %.0f s" % (
                     rep, config, took, len(got["cells"]), time.time() - t0), flush=True)
+                # what a run that is stopped early leaves: report.py renders it (results-partial.json OUTDIR)
+                with open(os.path.join(a.out, "results-partial.json"), "w") as f:
+                    json.dump(results, f)
         if a.sweep and "roles_calibrated" in configs:
             sweep(lab, a, db, readers, antagonists, results)
     results["meta"]["accel"] = accel()
