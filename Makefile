@@ -20,14 +20,14 @@ export LANG := C.UTF-8
 # promtool (make promtool) for the Prometheus rule and metric tests.
 export PATH := $(abspath $(BIN)):$(abspath $(CACHE))/promtool/usr/bin:$(PATH)
 
-.PHONY: help setup apt venv tree collections promtool check demo-test record-summaries unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin bench-fleet lab-fleet-report
+.PHONY: help setup apt venv tree collections promtool check demo-test record-summaries unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-cpu bench-isolation-smoke bench-ceiling bench-rollout bench-vrate-pin bench-fleet lab-fleet-report
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test (make check: the stages that need no VM)"
 	@echo "make unit | sanity | py39-check | ee-check | lint | build | docs-check | docs | changelog-check | test-newest | bench-isolation-smoke"
 	@echo "make lab-test (all scenarios) | $(LAB_STAGES) | lab-fleet-report"
-	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-ceiling | bench-vrate-pin | bench-rollout | bench-fleet | clean"
+	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-isolation-cpu | bench-ceiling | bench-vrate-pin | bench-rollout | bench-fleet | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
 apt:
@@ -173,6 +173,12 @@ bench-calibration: lab-images
 # (docs/isolation.md).
 bench-isolation: lab-images
 	$(BIN)/python benchmarks/isolation/bench.py $(BENCH_ARGS)
+
+# The CPU-contention pair (issue 39): a rate-bound reader beside a CPU-bound training job on a guest with two NUMA
+# nodes, under the roles with and without the cpuset split (inference_cpus/training_cpus auto); 3 repeats, about
+# 10 minutes under TCG (estimated, not yet timed). Report: .cache/bench-isolation-cpu/results.md (docs/isolation.md, "CPU contention").
+bench-isolation-cpu: lab-images
+	$(BIN)/python benchmarks/isolation/bench.py --cpu-pair --name bench-iso-cpu $(BENCH_ARGS)
 
 # How the lab disk's capacity was chosen: each job alone, unthrottled (the emulator's ceiling) and
 # device-bound (docs/isolation.md, "The lab disk").

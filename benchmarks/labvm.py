@@ -41,6 +41,8 @@ def add_vm_args(ap, guest, name, disk_capacity="none"):
     ap.add_argument("--kernel", default="debian",
                     help="lab.py's --kernel: debian (the guest's own), custom (make lab-kernel: io.latency and "
                          "io.prio.class) or a bzImage path; default %(default)s")
+    ap.add_argument("--numa", action="store_true",
+                    help="lab.py's --numa: two NUMA nodes of one vCPU each, nvme-b behind node 1's PCIe bridge")
     ap.add_argument("--reuse", action="store_true", help="use a running VM of that name")
     ap.add_argument("--keep", action="store_true", help="leave the VM running")
 
@@ -48,7 +50,7 @@ def add_vm_args(ap, guest, name, disk_capacity="none"):
 @contextlib.contextmanager
 def vm(a):
     """The benchmark's VM from the options of add_vm_args: booted (after removing a stale one of that
-    name) unless --reuse, both NVMe drives with --disk-capacity, shut down and its disks removed
+    name) unless --reuse, both NVMe drives with --disk-capacity (and two NUMA nodes with --numa), shut down and its disks removed
     afterwards unless --keep."""
     if not a.reuse:
         sh(LAB + ["down", a.name, "--purge"], capture_output=True)
@@ -56,7 +58,7 @@ def vm(a):
         if caps is None:
             caps = ["--disk-capacity=%s=%s" % (drive, a.disk_capacity) for drive in ("nvme-a", "nvme-b")]
         sh(LAB + ["up", a.guest, "--name", a.name, "--boot-attempts", "2", "--tcg-thread", a.tcg_thread,
-                  "--kernel", getattr(a, "kernel", "debian")] + caps)
+                  "--kernel", getattr(a, "kernel", "debian")] + caps + (["--numa"] if getattr(a, "numa", False) else []))
     try:
         yield a.name
     finally:

@@ -23,6 +23,17 @@ With --kernel custom (the lab kernel with io.latency, make lab-kernel), --config
   iolatency                   purge.yml and a reboot, then only that target (iolatency.yml): io.latency instead
                               of iocost
 
+--cpu-pair (make bench-isolation-cpu) runs the CPU-contention pair instead (issue 39): a rate-bound reader
+(CPU_PAIR's) beside a CPU-bound training job (guest.py's CPU burner, `cpuhog`: one SHA-256 worker per CPU of the
+guest, in training.slice) on a guest with two NUMA nodes of one vCPU each (lab.py up --numa, nvme-b on node 1), under
+
+  roles             as above: inference and training share both CPUs, cpu.weight 1000:100
+  roles_cpuset      roles plus the cpuset split, inference_cpus/training_cpus (--cpuset-vars, default auto: inference
+                    on the node of its disk, node 1's CPU; training on the other)
+
+and checks that each configuration's jobs ran where it says (cpu_pair_check). The report's CPU table has the reader's
+p99 against solo and its rate kept, and the hog's hashing throughput and CPU time against its own solo run.
+
 The roles_calibrated configurations take the calibration entry's measured isolation solution (io_baseline's
 io_baseline_qos_solution default), so the report shows what a calibration's solution does on an identical disk.
 
@@ -74,6 +85,17 @@ IOLATENCY_CONFIGS = ("iolatency", "roles_calibrated_iolatency")
 LABELS = {"none": "no isolation", "iocost_default": "iocost, kernel model, weights 1000:100",
           "roles": "roles, defaults", "roles_calibrated": "roles + calibrated model",
           "iolatency": "io.latency target, no iocost", "roles_calibrated_iolatency": "roles + calibrated + io.latency"}
+# The CPU-contention pair's configuration (--configs or --cpu-pair): the roles with the cpuset split.
+CPU_CONFIGS = ("roles_cpuset",)
+LABELS["roles_cpuset"] = "roles + cpuset split"
+CPUSET_VARS = {"inference_cpus": "auto", "training_cpus": "auto"}
+# Antagonists that load the CPUs, not the disk: no rate plan entry, no frontier (guest.py's CPU burner).
+CPU_ANTAGONISTS = tuple(guest.CPU_PROFILES)
+# --cpu-pair: sized to finish in about 10 minutes under TCG with 3 repeats (boot, 2 applies and 4 cells a repeat).
+# Multi-threaded TCG: with one host thread for both vCPUs a guest cpuset would separate nothing on the host.
+CPU_PAIR = {"configs": "roles,roles_cpuset", "readers": "randread4k@25", "antagonists": "cpuhog", "seconds": 10,
+            "ramp": 2, "guest": "debian13", "out": os.path.join(REPO, ".cache", "bench-isolation-cpu"),
+            "unthrottled_reference": "none"}
 # Configurations that need the calibration database.
 CALIBRATED = ("roles_calibrated", "roles_calibrated_iolatency")
 READERS = ("randread4k", "seqread128k")
@@ -119,6 +141,7 @@ PROBE_TOLERANCE = 0.15
 class Lab:
     def __init__(self, name, out):
         self.name, self.out = name, out
+        self.files = FILES
         self.inventory = [os.path.join(out, "inventory.yml"), os.path.join(out, "groups.yml")]
 
     def write_inventory(self):
@@ -148,9 +171,10 @@ class Lab:
         return time.time() - t0
 
 
-def apply(lab, config, fresh, db, extra=None, iolatency_us=None):
+def apply(lab, config, fresh, db, extra=None, iolatency_us=None, cpuset=None):
     """Put the host into `config` through the collection; returns the seconds it took. `extra`: more
-    variables for the roles (to try other defaults); `iolatency_us`: the io.latency configurations' target."""
+    variables for the roles (to try other defaults); `iolatency_us`: the io.latency configurations' target;
+    `cpuset`: roles_cpuset's inference_cpus/training_cpus (default CPUSET_VARS)."""
     t0 = time.time()
     # The health gate would fail a host that a previous run just stalled: not what is measured here.
     roles = dict({"io_isolation_health_fail_pct": 101, "io_isolation_health_warn_pct": 101}, **(extra or {}))
@@ -165,6 +189,12 @@ def apply(lab, config, fresh, db, extra=None, iolatency_us=None):
         # No calibration database: io_baseline takes the kernel's class for each disk.
         lab.playbook(os.path.join(REPO, "playbooks", "site.yml"),
                      dict(roles, io_isolation_calibration_dir=os.path.join(lab.out, "no-calibration-db")))
+    elif config == "roles_cpuset":
+        # the roles configuration plus the split; "roles" after it takes the split away (the drop-in loses
+        # AllowedCPUs=, which the cgroup module resets on the running slice)
+        lab.playbook(os.path.join(REPO, "playbooks", "site.yml"),
+                     dict(roles, io_isolation_calibration_dir=os.path.join(lab.out, "no-calibration-db"),
+                          **(cpuset or CPUSET_VARS)))
     elif config == "roles_calibrated":
         lab.playbook(os.path.join(REPO, "playbooks", "site.yml"), dict(roles, io_isolation_calibration_dir=db))
     elif config == "roles_calibrated_iolatency":
@@ -179,7 +209,7 @@ def apply(lab, config, fresh, db, extra=None, iolatency_us=None):
     else:
         raise SystemExit("unknown configuration %s" % config)
     # After a reboot the filesystem is not mounted; prepare is idempotent.
-    lab.guest("prepare", {"serial": DEVICE, "mount": MOUNT, "files": FILES})
+    lab.guest("prepare", {"serial": DEVICE, "mount": MOUNT, "files": lab.files})
     return round(time.time() - t0, 1)
 
 
@@ -303,6 +333,8 @@ def rate_plan(readers, antagonists, model=None, capacity=None):
             "capacity": cap, "rate": rate, "block_size": size,
             "load": {"iops": rate if unit == "iops" else rate / float(size), "bps": rate * size if unit == "iops" else rate}}
     for name in antagonists:
+        if name in CPU_ANTAGONISTS:
+            continue         # no disk capacity to share: its figures are CPU time and work (report's CPU table)
         unit, coefficient = BASIS[name]
         plan["antagonists"][name] = {"unit": unit, "from": coefficient if model else unit,
                                      "capacity": capacity_of(name, model, capacity)}
@@ -312,6 +344,69 @@ def rate_plan(readers, antagonists, model=None, capacity=None):
 def fio_rates(plan):
     """guest.py's "rates" of the cells spec: {reader: {unit: rate}}."""
     return dict((name, {r["unit"]: r["rate"]}) for name, r in ((plan or {}).get("readers") or {}).items())
+
+
+def files_for(readers, antagonists):
+    """The files of FILES the jobs read or write (a CPU-bound job none): prepare fills only those."""
+    used = set(guest.PROFILES[name.partition(guest.RATE_SEP)[0]][0] for name in list(readers) + list(antagonists)
+               if name not in CPU_ANTAGONISTS)
+    return dict((f, mib) for f, mib in FILES.items() if f in used)
+
+
+def cpu_pair_defaults(a, argv):
+    """--cpu-pair: CPU_PAIR's configurations, jobs, run length, guest and output where the command line does not
+    name them (and no unthrottled disk's table), a guest with two NUMA nodes, no probe (it times the block layer,
+    not the CPUs) and no sweep."""
+    # argparse takes a unique prefix of an option too (--sec 5)
+    given = [arg.split("=", 1)[0] for arg in argv if arg.startswith("--")]
+    for key, value in CPU_PAIR.items():
+        if not any(("--" + key.replace("_", "-")).startswith(name) for name in given):
+            setattr(a, key, value)
+    a.numa, a.sweep = True, False
+    if "--probe" not in given:
+        a.probe = False
+    return a
+
+
+def cpuset_refusal(configs, cpuset, numa):
+    """Why roles_cpuset cannot split this guest's CPUs, or None: auto and poll follow the NUMA node of the disk,
+    and a guest without nodes gives inference every CPU - no split to measure."""
+    if "roles_cpuset" not in configs:
+        return None
+    words = sorted(set(v for v in cpuset.values() if v in ("auto", "poll")))
+    if words and not numa:
+        return ("roles_cpuset with %s needs a guest with two NUMA nodes (--numa): without them inference gets every "
+                "CPU" % ", ".join(words))
+    if not cpuset.get("inference_cpus") or cpuset.get("training_cpus") in (None, "", "shared"):
+        return "roles_cpuset needs inference_cpus and training_cpus that split the CPUs: %s" % json.dumps(cpuset)
+    return None
+
+
+def cpu_pair_check(results):
+    """The CPU pair measured what it says: every reader and CPU hog has figures, and each run's jobs had the CPUs of
+    its configuration - under roles_cpuset disjoint sets (the split), otherwise the same set (no split)."""
+    cpu_list = module_utils("_host.codecs").CPU_LIST
+    problems = []
+    for run in results["runs"]:
+        where = "%s vs %s (%s, repeat %s)" % (run.get("reader"), run.get("antagonist"), run.get("config"),
+                                              run.get("repeat"))
+        if run.get("antagonist") in CPU_ANTAGONISTS and not (run.get("antagonist_stats") or {}).get("hashed_bps"):
+            problems.append("%s: the CPU hog has no work figures (%s)" % (where, run.get("antagonist_error")))
+        if run.get("reader") and not ((run.get("reader_stats") or {}).get("clat_ns") or {}).get("p99"):
+            problems.append("%s: the reader has no p99 (%s)" % (where, run.get("reader_error")))
+        if not (run.get("reader") and run.get("antagonist")):
+            continue
+        got = [(run.get(role + "_cpus") or {}).get("cpus") for role in ("reader", "antagonist")]
+        if None in got:
+            problems.append("%s: the CPUs the jobs could use were not read (%s)" % (where, got))
+            continue
+        reader, hog = (set(cpu_list.parse(c)) for c in got)
+        if run.get("config") in CPU_CONFIGS and reader & hog:
+            problems.append("%s: no split in force, the reader had CPUs %s and the hog %s" % (where, got[0], got[1]))
+        elif run.get("config") not in CPU_CONFIGS and reader != hog:
+            problems.append("%s: a split in force without roles_cpuset, the reader had CPUs %s and the hog %s"
+                            % (where, got[0], got[1]))
+    return problems
 
 
 def probe_spec(seconds, ramp, margin=PROBE_MARGIN):
@@ -493,6 +588,13 @@ def main():
     ap.add_argument("--iolatency-us", type=int, default=1000,
                     help="the inference slice's io.latency target in the io.latency configurations (%s); default "
                          "%%(default)s" % ", ".join(IOLATENCY_CONFIGS))
+    ap.add_argument("--cpu-pair", action="store_true",
+                    help="the CPU-contention pair only (CPU_PAIR: %s vs %s under %s, %s s runs, guest %s with two "
+                         "NUMA nodes; about 10 minutes under TCG); options given on the command line win"
+                         % (CPU_PAIR["readers"], CPU_PAIR["antagonists"], CPU_PAIR["configs"], CPU_PAIR["seconds"],
+                            CPU_PAIR["guest"]))
+    ap.add_argument("--cpuset-vars", type=json.loads, default=CPUSET_VARS,
+                    help="JSON: roles_cpuset's inference_cpus and training_cpus; default %s" % json.dumps(CPUSET_VARS))
     ap.add_argument("--smoke", action="store_true",
                     help="one configuration (roles), the pairs of SMOKE_PAIRS (one rate-bound), 3 s runs, one repeat")
     ap.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True,
@@ -508,16 +610,22 @@ def main():
                     help="seconds the probe's window runs past fio's ramp and runtime (the jobs' start-up must fit)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
+    if a.cpu_pair:
+        cpu_pair_defaults(a, sys.argv[1:])
     pairs = None
     if a.smoke:
         a.configs, a.repeats, a.seconds, a.ramp, a.probe_margin = "roles", 1, 3, 1, SMOKE_PROBE_MARGIN
         a.readers = ",".join(dict.fromkeys(pair[0] for pair in SMOKE_PAIRS))
         a.antagonists = ",".join(dict.fromkeys(pair[1] for pair in SMOKE_PAIRS))
         a.sweep, pairs = False, SMOKE_PAIRS
-    configs = [c for c in CONFIGS + IOLATENCY_CONFIGS if c in a.configs.split(",")]
-    unknown = sorted(set(a.configs.split(",")) - set(CONFIGS + IOLATENCY_CONFIGS))
+    known = CONFIGS + CPU_CONFIGS + IOLATENCY_CONFIGS
+    configs = [c for c in known if c in a.configs.split(",")]
+    unknown = sorted(set(a.configs.split(",")) - set(known))
     if unknown:
-        raise SystemExit("unknown configuration %s (known: %s)" % (", ".join(unknown), ", ".join(CONFIGS + IOLATENCY_CONFIGS)))
+        raise SystemExit("unknown configuration %s (known: %s)" % (", ".join(unknown), ", ".join(known)))
+    refusal = cpuset_refusal(configs, a.cpuset_vars, a.numa)
+    if refusal:
+        raise SystemExit(refusal)
     if set(configs) & set(IOLATENCY_CONFIGS) and a.kernel == "debian":
         raise SystemExit("%s need io.latency, which Debian's kernels do not build: add --kernel custom (make lab-kernel)"
                          % ", ".join(sorted(set(configs) & set(IOLATENCY_CONFIGS))))
@@ -525,7 +633,9 @@ def main():
     for n in readers + antagonists:
         if guest.RATE_SEP in n and n in readers:
             rate_reader(n)
-        elif n not in READERS + ANTAGONISTS + EXPERIMENTS:
+        elif n in CPU_ANTAGONISTS and n in readers:
+            raise SystemExit("%s is a CPU-bound training job: an antagonist, not a reader" % n)
+        elif n not in READERS + ANTAGONISTS + EXPERIMENTS + CPU_ANTAGONISTS:
             raise SystemExit("unknown profile %s" % n)
     if a.disk_capacity == "none" and not set(CALIBRATED) & set(configs):
         rate_plan(readers, antagonists)      # nothing will give the rates a capacity: refused before the boot
@@ -534,19 +644,24 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     db = os.path.abspath(a.calibration_db or os.path.join(a.out, "calibration-db"))
     lab = Lab(a.name, a.out)
+    lab.files = files_for(readers, antagonists)
     t_start = time.time()
     results = {"meta": {"guest": a.guest, "kernel_choice": a.kernel, "iolatency_us": a.iolatency_us, "seconds": a.seconds, "ramp": a.ramp, "repeats": a.repeats,
                         "device": DEVICE, "roles_vars": a.roles_vars, "probe": a.probe,
-                        "probe_margin": a.probe_margin,
+                        "probe_margin": a.probe_margin, "numa": a.numa, "tcg_thread": a.tcg_thread,
+                        "cpuset_vars": a.cpuset_vars if "roles_cpuset" in configs else None,
+                        # the controller's CPUs and load: under TCG the guest's vCPUs are its threads
+                        "host": {"cpus": os.cpu_count(), "load_start": [round(x, 2) for x in os.getloadavg()]},
                         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                "configs": configs, "config_labels": LABELS, "readers": readers, "antagonists": antagonists,
+               "cpu_antagonists": [n for n in antagonists if n in CPU_ANTAGONISTS],
                "runs": [], "settings": {}, "timings": {"apply": {}, "cells": {}}}
     with vm(a):
         lab.write_inventory()
         results["meta"]["disk_capacity"] = capacity = disk_capacity(a.name, DEVICE)
         print("disk %s: %s" % (DEVICE, "capacity %(iops)s IOPS, %(bps)s B/s (QEMU throttling)" % capacity
                                if capacity else "unthrottled"), flush=True)
-        prep = lab.guest("prepare", {"serial": DEVICE, "mount": MOUNT, "files": FILES})
+        prep = lab.guest("prepare", {"serial": DEVICE, "mount": MOUNT, "files": lab.files})
         print("prepared %s on %s (filled %s)" % (MOUNT, prep["device"], prep["made"] or "nothing"), flush=True)
         if set(CALIBRATED) & set(configs):
             took = calibrate(lab, db)
@@ -563,7 +678,7 @@ def main():
         fresh = not a.reuse
         for rep in range(1, a.repeats + 1):
             for i, config in enumerate(configs):
-                took = apply(lab, config, fresh, db, a.roles_vars, a.iolatency_us)
+                took = apply(lab, config, fresh, db, a.roles_vars, a.iolatency_us, a.cpuset_vars)
                 fresh = False
                 spec = {"serial": DEVICE, "mount": MOUNT, "seconds": a.seconds, "ramp": a.ramp,
                         "cells": cells_for(config, i == 0, readers, antagonists, pairs),
@@ -587,9 +702,13 @@ def main():
                             print(probe_line(c), flush=True)
                 print("repeat %d %s: applied in %s s, %d runs in %.0f s" % (
                     rep, config, took, len(got["cells"]), time.time() - t0), flush=True)
+                # what a run that is stopped early leaves: report.py renders it (results-partial.json OUTDIR)
+                with open(os.path.join(a.out, "results-partial.json"), "w") as f:
+                    json.dump(results, f)
         if a.sweep and "roles_calibrated" in configs:
             sweep(lab, a, db, readers, antagonists, results)
     results["meta"]["accel"] = accel()
+    results["meta"]["host"]["load_end"] = [round(x, 2) for x in os.getloadavg()]
     if a.unthrottled_reference not in ("", "none") and not a.smoke:
         with open(a.unthrottled_reference) as f:
             results["unthrottled"] = dict(json.load(f), source=os.path.relpath(a.unthrottled_reference, REPO))
@@ -598,6 +717,10 @@ def main():
     written = report.write(results, a.out)
     print(written["markdown"])
     print("wrote %s (total %.0f s)" % (", ".join(written["files"]), results["timings"]["total"]))
+    if set(antagonists) & set(CPU_ANTAGONISTS) or "roles_cpuset" in configs:
+        problems = cpu_pair_check(results)
+        if problems:
+            raise SystemExit("the CPU pair did not measure what it says:\n  " + "\n  ".join(problems))
     if a.smoke:
         problems = smoke_check(results)
         if problems:

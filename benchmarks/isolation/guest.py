@@ -16,7 +16,10 @@
            cell first starts bpftrace and waits for its probes to attach, then the jobs; the cell
            gets the program's JSON output, the cgroup ids below both slices and the disk's MAJ:MIN
            (bench.py sums the histogram per slice). A rate-bound reader, `<profile>@<percent>`, is its
-           profile at the rate bench.py computed for it ("rates": {name: {"iops" | "bps": n}}).
+           profile at the rate bench.py computed for it ("rates": {name: {"iops" | "bps": n}}). A CPU-bound
+           antagonist (CPU_PROFILES, `cpuhog`) is the CPU burner below instead of fio, with one worker per CPU
+           of the guest; every cell also gets the CPU time each slice used (cpu.stat) and the CPUs and memory
+           nodes each job was allowed (its cpuset, from /proc/PID/status).
 
 Standard library only; fio with JSON output; no shell.
 """
@@ -75,6 +78,46 @@ RATE_OPTIONS = {"iops": "--rate_iops=%d", "bps": "--rate=%d"}
 # about a rate it missed, only its IOPS and bandwidth (rate_iops_min would end the job, and lose its figures):
 # whether the rate was kept is achieved against requested, from the JSON (stats' "rate").
 RATE_PROCESS = "linear"
+
+
+# The CPU-bound training job (bench.py's CPU-contention pair): a data loader or tokenizer at full tilt, one worker
+# per CPU of the machine, as such jobs are sized. Not fio's cpuio engine: it spins on the clock (usec_spin) and
+# reports no work, and under TCG a vCPU the host descheduled still reads as busy, so only work done tells what the
+# job got. Each worker hashes a 64 KiB block with SHA-256 over and over and counts the blocks of the measured window
+# (after the ramp); the parent writes one JSON document. argv: WORKERS SECONDS RAMP OUT.
+CPU_BURNER = r"""
+import hashlib, json, os, resource, sys, time
+workers, seconds, ramp, out = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+block = bytes(range(256)) * 256
+begin = time.monotonic() + ramp
+end = begin + seconds
+children = []
+for _ in range(workers):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        while time.monotonic() < begin:
+            hashlib.sha256(block).digest()
+        n, t0 = 0, time.monotonic()
+        while time.monotonic() < end:
+            hashlib.sha256(block).digest()
+            n += 1
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        os.write(w, json.dumps({"blocks": n, "seconds": time.monotonic() - t0,
+                                "cpu_s": ru.ru_utime + ru.ru_stime}).encode())
+        os._exit(0)
+    os.close(w)
+    children.append((pid, r))
+done = []
+for pid, r in children:
+    with os.fdopen(r) as f:
+        done.append(json.loads(f.read()))
+    os.waitpid(pid, 0)
+with open(out, "w") as f:
+    json.dump({"engine": "sha256", "block_bytes": len(block), "workers": done}, f)
+"""
+CPU_PROFILES = {"cpuhog": CPU_BURNER}
 
 
 def profile_job(profile, rates=None):
@@ -194,7 +237,8 @@ def settings(majmin):
     for slice_ in SLICES.values():
         base = "/sys/fs/cgroup/" + slice_
         out[slice_] = dict((f, (read(os.path.join(base, f)) or "").strip() or None)
-                           for f in ("io.weight", "io.max", "cpu.weight", "memory.low", "memory.high"))
+                           for f in ("io.weight", "io.max", "cpu.weight", "memory.low", "memory.high", "cpuset.cpus",
+                                     "cpuset.cpus.effective", "cpuset.mems.effective"))
     for key in ("dirty_bytes", "dirty_background_bytes", "dirty_ratio", "dirty_background_ratio"):
         out["vm." + key] = (read("/proc/sys/vm/" + key) or "").strip()
     return out
@@ -235,24 +279,72 @@ def requested_rate(job):
     return None
 
 
+def cpu_stats(path):
+    """The CPU burner's figures: bytes hashed per second over its workers (each worker's blocks over its own measured
+    seconds), per worker, and the CPU time they were given (ramp included); None without its output."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        workers = doc["workers"]
+        size = doc["block_bytes"]
+        per = [w["blocks"] * size / w["seconds"] for w in workers]
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return None
+    if not per:
+        return None
+    return {"engine": doc.get("engine"), "workers": len(per), "hashed_bps": sum(per),
+            "per_worker_bps": [round(b) for b in per], "cpu_s": round(sum(w.get("cpu_s", 0) for w in workers), 2)}
+
+
+def cpu_usage(slice_, root="/sys/fs/cgroup"):
+    """A slice's CPU time so far (usage_usec of cpu.stat, which every cgroup v2 group has), None without the file."""
+    for line in (read(os.path.join(root, slice_, "cpu.stat")) or "").splitlines():
+        key, _sep, value = line.partition(" ")
+        if key == "usage_usec" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def allowed(unit, slice_, root="/sys/fs/cgroup", proc="/proc"):
+    """The CPUs and memory nodes a unit's first process may use ({"cpus", "mems"}: Cpus_allowed_list and
+    Mems_allowed_list of /proc/PID/status, what its cpuset gives it), None when the unit has no process."""
+    pids = (read(os.path.join(root, slice_, unit, "cgroup.procs")) or "").split()
+    for pid in pids:
+        fields = {}
+        for line in (read(os.path.join(proc, pid, "status")) or "").splitlines():
+            key, _sep, value = line.partition(":")
+            fields[key] = value.strip()
+        if "Cpus_allowed_list" in fields:
+            return {"cpus": fields["Cpus_allowed_list"], "mems": fields.get("Mems_allowed_list")}
+    return None
+
+
 def unit_state(unit):
     res = run(["systemctl", "show", "-P", "ActiveState", unit], check=False)
     return res.stdout.strip() or "inactive"
 
 
 def start(role, profile, spec, index):
-    fname, args = profile_job(profile, spec.get("rates"))
     unit = "aiinfra-bench-%s-%d" % (role, index)
     out = os.path.join(RUN, "%s-%d.json" % (role, index))
     if os.path.exists(out):
         os.unlink(out)
     run(["systemctl", "reset-failed", unit + ".service"], check=False)
-    argv = ["systemd-run", "--quiet", "--unit=" + unit, "--slice=" + SLICES[role], "--", "fio",
-            "--name=" + profile, "--filename=" + os.path.join(spec["mount"], fname), "--time_based",
-            "--runtime=%d" % spec["seconds"], "--ramp_time=%d" % spec["ramp"], "--output-format=json",
-            "--output=" + out] + args
+    argv = ["systemd-run", "--quiet", "--unit=" + unit, "--slice=" + SLICES[role], "--"] + job_argv(profile, spec, out)
     run(argv)
     return unit + ".service", out
+
+
+def job_argv(profile, spec, out):
+    """The command of a job: the CPU burner with a worker per CPU of the machine (not of the job's cpuset: a
+    training job is sized for the host), else fio with the profile's file and options."""
+    if profile in CPU_PROFILES:
+        return [sys.executable, "-c", CPU_PROFILES[profile], str(os.cpu_count() or 1), str(spec["seconds"]),
+                str(spec["ramp"]), out]
+    fname, args = profile_job(profile, spec.get("rates"))
+    return ["fio", "--name=" + profile, "--filename=" + os.path.join(spec["mount"], fname), "--time_based",
+            "--runtime=%d" % spec["seconds"], "--ramp_time=%d" % spec["ramp"], "--output-format=json",
+            "--output=" + out] + args
 
 
 def _die_with_parent():
@@ -342,6 +434,7 @@ def _cell(spec, c, index, majmin, probe):
     attach = probe.wait_attached() if probe else None
     before = dict((s, pressure_total(s)) for s in SLICES.values())
     io_before = dict((s, io_stat(s, majmin)) for s in SLICES.values())
+    cpu_before = dict((s, cpu_usage(s)) for s in SLICES.values())
     t0 = time.monotonic()
     jobs = {}
     # The antagonist first: the reader meets it already running (both ramp before measuring).
@@ -352,7 +445,7 @@ def _cell(spec, c, index, majmin, probe):
     started = round(time.monotonic() - probe.attached, 2) if probe else None
     # A unit's cgroup is gone once it ends: its id is taken while it runs.
     cgroups = cgroup_ids({})
-    samples, unit_threads = [], {}
+    samples, unit_threads, unit_cpus = [], {}, {}
     deadline = t0 + spec["seconds"] + spec["ramp"] + 60
     measuring_from = t0 + spec["ramp"] + 0.5
     while True:
@@ -370,11 +463,14 @@ def _cell(spec, c, index, majmin, probe):
             for role, job in jobs.items():
                 if role not in unit_threads:
                     unit_threads[role] = threads(job[0], SLICES[role])
+                if not unit_cpus.get(role):
+                    unit_cpus[role] = allowed(job[0], SLICES[role])
         cgroup_ids(cgroups)
         time.sleep(0.5)
     wall = time.monotonic() - t0
     after = dict((s, pressure_total(s)) for s in SLICES.values())
     io_after = dict((s, io_stat(s, majmin)) for s in SLICES.values())
+    cpu_after = dict((s, cpu_usage(s)) for s in SLICES.values())
     # A buffered writer leaves dirty pages behind: write them back now, not in the next cell.
     run(["sync"])
     press = {}
@@ -384,11 +480,19 @@ def _cell(spec, c, index, majmin, probe):
     res = {"reader": c.get("reader"), "antagonist": c.get("antagonist"), "wall": round(wall, 1), "pressure": press,
            "io": dict((s, dict((k, v - io_before[s].get(k, 0)) for k, v in io_after[s].items())) for s in SLICES.values()),
            "vrate": ({"mean": round(sum(samples) / len(samples), 2), "min": min(samples), "max": max(samples),
-                      "n": len(samples)} if samples else None)}
+                      "n": len(samples)} if samples else None),
+           # CPUs each slice used on average over the cell, as the guest accounts them
+           "cpu": dict((s, round((cpu_after[s] - cpu_before[s]) / 1e6 / wall, 3)) for s in SLICES.values()
+                       if cpu_before[s] is not None and cpu_after[s] is not None)}
     for role, (unit, out) in jobs.items():
         res[role + "_threads"] = unit_threads.get(role)
-        res[role + "_stats"] = stats(out, role)
-        if res[role + "_stats"] and "--sqthread_poll=1" in profile_job(c[role], spec.get("rates"))[1]:
+        res[role + "_cpus"] = unit_cpus.get(role)
+        if c[role] in CPU_PROFILES:
+            res[role + "_stats"] = cpu_stats(out)
+        else:
+            res[role + "_stats"] = stats(out, role)
+        if (res[role + "_stats"] and c[role] not in CPU_PROFILES
+                and "--sqthread_poll=1" in profile_job(c[role], spec.get("rates"))[1]):
             # fio measures no completion latency under SQPOLL (fio 3.33 reports one constant 17.1 s
             # for every percentile): only its IOPS and bandwidth mean anything.
             res[role + "_stats"].update(clat_ns={"p50": None, "p99": None, "p99.9": None}, percentiles={})

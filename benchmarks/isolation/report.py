@@ -18,6 +18,10 @@ results dict to the functions here:
   html(results, summary, images)     one HTML page with the tables and the images inlined
   write(results, outdir)             all of the above into outdir (results.json, results.md, report.html, *.png)
 
+A CPU-bound antagonist (results["cpu_antagonists"], bench.py's CPU pair) gets the CPU table instead of the rate-bound
+and flat-out ones: the reader's p99 against solo (per repeat too) and its rate kept, the CPUs each job could use, and
+what the CPU hog kept - its hashing throughput against its own solo run, and the CPU time each slice used.
+
 Optional parts of the results, each with its own table: "rates" (bench.py's rate_plan: each rate-bound reader's
 rate and load, each antagonist's capacity, and where the capacity came from), "probe" in a run (the block layer's latency
 per slice from the collection's eBPF probe, shown beside fio's), "calibration" (the calibrated model against
@@ -125,7 +129,9 @@ def _job(stats_list):
     """Medians and spreads of one job's stats over its repeats."""
     out = {"n": len(stats_list),
            "iops": _agg([s.get("iops") for s in stats_list]),
-           "bw_bytes": _agg([s.get("bw_bytes") for s in stats_list])}
+           "bw_bytes": _agg([s.get("bw_bytes") for s in stats_list]),
+           # the CPU burner's work (guest.py's cpu_stats); None for fio jobs
+           "hashed_bps": _agg([s.get("hashed_bps") for s in stats_list])}
     for name, pct in LATENCIES:
         out[name] = _agg([_latency(s, name, pct) for s in stats_list])
     out["percentiles"] = _median_percentiles(stats_list)
@@ -188,6 +194,7 @@ def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
     readers = _order(results, "readers", "reader", runs)
     antagonists = _order(results, "antagonists", "antagonist", runs)
     plan = _dict(results.get("rates"))
+    cpu_hogs = set(x for x in results.get("cpu_antagonists") or [] if isinstance(x, str))
     solo = {"readers": {}, "antagonists": dict((a, _solo(runs, configs, "antagonist", "reader", a, "antagonist_stats"))
                                                for a in antagonists)}
     for reader in readers:
@@ -204,7 +211,10 @@ def summarize(results, p99_ratio_target=1.5, bw_share_target=0.40):
                 sel = [run for run in runs if run.get("config") == config and run.get("reader") == reader
                        and run.get("antagonist") == antagonist]
                 if sel:
-                    cells.append(_cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target, plan))
+                    cell = _cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_target, plan)
+                    cell["cpu"] = (_cpu_figures(runs, cell, sel, solo["antagonists"].get(antagonist))
+                                   if antagonist in cpu_hogs else None)
+                    cells.append(cell)
     out = {"targets": {"p99_ratio": p99_ratio_target, "bw_share": bw_share_target, "rate": dict(RATE_TARGET),
                        "flat": dict(FLAT_TARGET)}, "solo": solo, "cells": cells}
     sweep = _dict(results.get("sweep"))
@@ -314,6 +324,33 @@ def _cell(config, reader, antagonist, sel, solo, p99_ratio_target, bw_share_targ
         cell["flat_met"] = _verdict([_at_least(cell["iops_kept"], FLAT_TARGET["iops_kept"]),
                                      _at_most(cell["p99_ratio"], FLAT_TARGET["p99_ratio"])])
     return cell
+
+
+def _cpu_figures(runs, cell, sel, solo_a):
+    """A cell with a CPU-bound antagonist: its hashing throughput (median, spread) and the share of its solo run's it
+    kept, the CPUs each slice used (medians of cpu.stat over each run's wall time), the CPUs each job could use (the
+    most common reading), and the reader's p99 over its solo p99 repeat by repeat (the solo run of the same repeat)."""
+    work = _agg([s.get("hashed_bps") for s in (_stats(run, "antagonist_stats") for run in sel) if s])
+    used = {}
+    for run in sel:
+        for slice_name, cpus in _dict(run.get("cpu")).items():
+            used.setdefault(slice_name, []).append(cpus)
+    per_repeat = []
+    for run in sorted(sel, key=lambda r: (_num(r.get("repeat")) or 0)):
+        solo = [r for r in runs if r.get("reader") == cell["reader"] and r.get("antagonist") is None
+                and r.get("repeat") == run.get("repeat")]
+        per_repeat.append(_ratio(_latency(_dict(_stats(run, "reader_stats")), "p99", 99.0),
+                                 _latency(_dict(_stats(solo[0], "reader_stats")), "p99", 99.0) if solo else None))
+    return {"hashed_bps": work, "kept": _ratio(work["median"], _median_of(solo_a, "hashed_bps")),
+            "used": dict((k, _agg(v)["median"]) for k, v in used.items()),
+            "allowed": dict((role, _most_common([_dict(run.get(role + "_cpus")).get("cpus") for run in sel]))
+                            for role in ("reader", "antagonist")),
+            "p99_ratio_per_repeat": per_repeat}
+
+
+def _most_common(values):
+    values = [v for v in values if isinstance(v, str)]
+    return max(sorted(set(values)), key=values.count) if values else None
 
 
 def _rate_figures(plan, cell, rated, rstats, astats, solo_r, solo_a):
@@ -441,7 +478,7 @@ def _target_line(summary):
 
 def _rated_cells(summary, config=None):
     """The contended cells of rate-bound readers (of one configuration)."""
-    return [c for c in summary["cells"] if c["rate"] and (config is None or c["config"] == config)]
+    return [c for c in summary["cells"] if c["rate"] and not c.get("cpu") and (config is None or c["config"] == config)]
 
 
 def _fmt_unit(value, unit):
@@ -499,11 +536,77 @@ def _flat_table(results, summary):
               "pass"]
     rows = []
     for cell in summary["cells"]:
-        if cell["rate"] is None:
+        if cell["rate"] is None and not cell.get("cpu"):
             rows.append([_label(results, cell["config"]), cell["reader"], cell["antagonist"],
                          _fmt(cell["reader_stats"]["iops"]["median"], "%.0f"), _fmt(cell["iops_kept"], "%.0f%%", 100),
                          _fmt(cell["p99_ratio"], "%.2f" + TIMES), _fmt(cell["bw_share"], "%.0f%%", 100),
                          _fmt_met(cell["flat_met"])])
+    return header, rows
+
+
+CPU_NOTE = ("The reader in inference.slice, the CPU hog (one SHA-256 worker per CPU of the guest) in training.slice; "
+            "\"alone\": each job by itself under the first configuration. p99 / solo: the medians' ratio, then each "
+            "repeat's against the solo run of the same repeat. Rate kept: fio's IOPS or bandwidth \u2265 %.0f%% of its "
+            "rate. CPUs: what each job could run on (Cpus_allowed_list: its cpuset). Hog kept: its hashing throughput "
+            "against its own run alone. CPUs used: each slice's cpu.stat over the cell's wall time, as the guest "
+            "accounts it. Under TCG a vCPU is a host thread: the guest counts a vCPU the host did not run as busy, and "
+            "the emulated disk's completions need host CPU that no guest cpuset governs, so the hog's throughput, not "
+            "its CPU time, is what it got." % (100 * (1 - RATE_TARGET["rate_tolerance"])))
+
+
+def _cpu_cells(summary):
+    return [c for c in summary["cells"] if c.get("cpu")]
+
+
+def _cpu_used(runs, field, name, slice_name):
+    """The median CPUs a slice used over the solo runs of one job (field reader/antagonist)."""
+    other = "antagonist" if field == "reader" else "reader"
+    return _agg([_dict(r.get("cpu")).get(slice_name) for r in runs
+                 if r.get(field) == name and r.get(other) is None])["median"]
+
+
+def _cpu_table(results, summary):
+    """The CPU-contention pairs: the reader's tail and rate with and without the hog, and what the hog kept."""
+    header = ["configuration", "reader", "CPUs: reader / hog", "n", "reader p99 (spread)", "p99 / solo",
+              "per repeat", "rate kept", "hog SHA-256 MB/s (spread)", "hog kept", "CPUs used: training / inference"]
+    runs, rows, shown, plan = _runs(results), [], set(), _dict(results.get("rates"))
+
+    def named(reader):
+        rated = _planned(plan, reader)
+        return "%s (%s)" % (reader, _fmt_unit(rated["rate"], rated["unit"])) if rated else reader
+
+    def used(pair):
+        return " / ".join(_fmt(v, "%.2f") for v in pair)
+    for cell in _cpu_cells(summary):
+        reader, hog = cell["reader"], cell["antagonist"]
+        solo_r, solo_a = summary["solo"]["readers"].get(reader), summary["solo"]["antagonists"].get(hog)
+        if reader not in shown and solo_r:
+            shown.add(reader)
+            rate = _dict(solo_r.get("rate_achieved"))
+            rows.append(["alone (%s)" % _label(results, solo_r["config"]), named(reader), DASH, str(solo_r["n"]),
+                         "%s (%s)" % (fmt_latency(solo_r["p99"]["median"]), _fmt(solo_r["p99"]["spread"], "%.0f%%", 100)),
+                         DASH, DASH, _fmt_kept(_at_least(rate.get("median"), 1 - RATE_TARGET["rate_tolerance"]),
+                                               rate.get("median")) if rate else DASH, DASH, DASH,
+                         used((DASH, _cpu_used(runs, "reader", reader, READER_SLICE)))])
+        if hog not in shown and solo_a:
+            shown.add(hog)
+            work = solo_a["hashed_bps"]
+            rows.append(["alone (%s)" % _label(results, solo_a["config"]), "%s (no reader)" % hog, DASH,
+                         str(solo_a["n"]), DASH, DASH, DASH, DASH,
+                         "%s (%s)" % (_fmt(work["median"], "%.0f", 1e-6), _fmt(work["spread"], "%.0f%%", 100)), DASH,
+                         used((_cpu_used(runs, "antagonist", hog, ANTAGONIST_SLICE), DASH))])
+    for cell in _cpu_cells(summary):
+        cpu, rd, rate = cell["cpu"], cell["reader_stats"], cell["rate"] or {}
+        rows.append([_label(results, cell["config"]), "%s vs %s" % (named(cell["reader"]), cell["antagonist"]),
+                     "%s / %s" % (cpu["allowed"].get("reader") or DASH, cpu["allowed"].get("antagonist") or DASH),
+                     str(cell["n"]), "%s (%s)" % (fmt_latency(rd["p99"]["median"]), _fmt(rd["p99"]["spread"], "%.0f%%", 100)),
+                     _fmt(cell["p99_ratio"], "%.2f" + TIMES),
+                     ", ".join(_fmt(r, "%.2f") for r in cpu["p99_ratio_per_repeat"]) or DASH,
+                     _fmt_kept(rate.get("kept"), rate.get("achieved")),
+                     "%s (%s)" % (_fmt(cpu["hashed_bps"]["median"], "%.0f", 1e-6),
+                                  _fmt(cpu["hashed_bps"]["spread"], "%.0f%%", 100)),
+                     _fmt(cpu["kept"], "%.0f%%", 100),
+                     used((cpu["used"].get(ANTAGONIST_SLICE), cpu["used"].get(READER_SLICE)))])
     return header, rows
 
 
@@ -665,6 +768,9 @@ def _sections(results, summary):
     """(title, (header, rows)[, note]) of every table in the report, in order: the rate-bound readers per
     configuration, the flat-out readers against their target, then the details."""
     out = []
+    cpu = _cpu_table(results, summary)
+    if cpu[1]:
+        out.append(("CPU contention: a rate-bound reader beside a CPU-bound training job", cpu, CPU_NOTE))
     for i, (config, title) in enumerate(_rate_titles(results, summary)):
         out.append((title, _rate_table(results, summary, config)) + ((_rate_note(results),) if i == 0 else ()))
     flat = _flat_table(results, summary)
