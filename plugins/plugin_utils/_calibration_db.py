@@ -48,7 +48,6 @@ import os
 import re
 import stat
 import statistics
-import tempfile
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
@@ -57,6 +56,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration.
 # An entry's iocost_model and qos keys are the kernel's io.cost.model / io.cost.qos parameters, in its order.
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.iocost_keys import COST_COEFS as COEFS
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.iocost_keys import QOS_PARAMS as QOS_KEYS
+from ansible_collections.aiinfra.io_isolation.plugins.plugin_utils import _controller_files
 
 SCHEMA = 1
 QOS_INT_KEYS = ("rlat", "wlat")
@@ -651,10 +651,8 @@ def _save_index(path, directory, files):
     # concurrent write only means that file is checked again.
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".calibration-db-index-")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"directory": os.path.abspath(directory), "files": files}, handle)
-        os.replace(tmp, path)
+        _controller_files.replace(path, json.dumps({"directory": os.path.abspath(directory), "files": files})
+                                  .encode("utf-8"))
     except OSError:
         # The index only saves work; without a writable place each host reads the database whole, as before.
         pass
