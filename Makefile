@@ -154,7 +154,8 @@ check: setup
 	bash tests/run-stages.sh $(CHECK_STAGES)
 
 # The newest ansible-core (requirements/newest.txt; it needs Python 3.12+) on Debian 13's Python 3.13
-# in a cached mmdebstrap chroot: unit tests, ansible-test sanity, site.yml twice on a Debian 13 VM.
+# in a cached mmdebstrap chroot: the unit tests that run ansible-core's code, ansible-test sanity, site.yml twice
+# on a Debian 13 VM.
 test-newest: tree
 	bash tests/run-newest-core.sh
 
