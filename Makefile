@@ -177,7 +177,7 @@ bench-isolation: lab-images
 
 # The CPU-contention pair (issue 39): a rate-bound reader beside a CPU-bound training job on a guest with two NUMA
 # nodes, under the roles with and without the cpuset split (inference_cpus/training_cpus auto); 3 repeats, about
-# 10 minutes under TCG (estimated, not yet timed). Report: .cache/bench-isolation-cpu/results.md (docs/isolation.md, "CPU contention").
+# 8 minutes under TCG (451 s measured on 2026-12-07). Report: .cache/bench-isolation-cpu/results.md (docs/isolation.md, "CPU contention").
 bench-isolation-cpu: lab-images
 	$(BIN)/python benchmarks/isolation/bench.py --cpu-pair --name bench-iso-cpu $(BENCH_ARGS)
 
