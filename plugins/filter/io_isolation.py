@@ -710,6 +710,7 @@ def training_plan(profile, settings, disks=None, facts=None):
         io["prio_class"] = v["training_io_prio_class"]
     name = v["training_slice"]
     wanted = v.get("training_cpus", "")
+    inference_cpus = ""
     if wanted == "auto":
         # the CPUs inference does not get, as the inference role planned them before this one (site.yml's order)
         inference = ((profile or {}).get("inference") or {}).get("slice")
@@ -717,10 +718,11 @@ def training_plan(profile, settings, disks=None, facts=None):
             raise AnsibleFilterError("training_cpus auto: the CPUs inference does not get, and the profile has no "
                                      "inference plan: run aiinfra.io_isolation.inference before the training role, or "
                                      "give training_cpus a CPU list or shared")
-        wanted = {"auto": ((profile.get("cgroups") or {}).get(inference, {}).get("cpu") or {}).get("cpus") or ""}
+        inference_cpus = ((profile.get("cgroups") or {}).get(inference, {}).get("cpu") or {}).get("cpus") or ""
     entry = {"label": "training slice", "name": name, "create": True, "when_unsupported": "warn", "io": io,
              "memory": {"high": _ram(v, "training_memory_high", memory_bytes)},
-             "cpu": dict({"weight": v["training_cpu_weight"]}, **_training_cpuset(facts, wanted, disks))}
+             "cpu": dict({"weight": v["training_cpu_weight"]},
+                         **_training_cpuset(facts, wanted, inference_cpus, disks))}
     units = _units(v, "training_units")
     runtimes = _container_runtimes(v, "training_container_runtimes")
     profile = _slice_section(profile, {name: entry}, {"training": {"slice": name}})
@@ -1023,13 +1025,12 @@ def _cpuset(facts, settings, disks, tenant):
     return dict((k, placed[k]) for k in ("cpus", "mems") if placed[k] is not None)
 
 
-def _training_cpuset(facts, wanted, disks):
-    """training_cpus: '', shared, a CPU list, or {auto: the inference slice's planned cpus ('' for none)}."""
-    if not isinstance(wanted, dict):
-        return _cpuset(facts, {"inference_cpus": "", "training_cpus": wanted}, disks, "training")
-    if not wanted["auto"]:
+def _training_cpuset(facts, wanted, inference_cpus, disks):
+    """training_cpus ('', shared, a CPU list or auto) as cpus/mems; auto takes the CPUs the inference slice's plan
+    (inference_cpus, '' for none) leaves."""
+    if wanted == "auto" and not inference_cpus:
         return {}          # inference has no cpuset: training shares every CPU with it
-    return _cpuset(facts, {"inference_cpus": wanted["auto"], "training_cpus": "auto"}, disks, "training")
+    return _cpuset(facts, {"inference_cpus": inference_cpus, "training_cpus": wanted}, disks, "training")
 
 
 def _auto(topology, planned, online):
