@@ -14,7 +14,8 @@ NVMe controller behind node 1's PCIe expander bridge (``lab.py up --numa``), the
 3. CPU 999, an empty list and node 5 are refused with the module's error and nothing is written;
 4. after a reboot the slice holds them (the drop-in); ``state: absent`` takes them away;
 5. site.yml with ``inference_cpus: auto`` and ``training_cpus: auto`` puts inference.slice on node 1 and
-   training.slice on node 0, and its re-run changes nothing; purge.yml takes them away.
+   training.slice on node 0, and its re-run changes nothing; verify.yml reports OK, and DRIFT naming cpuset.cpus
+   once AllowedCPUs is widened by hand; purge.yml takes them away.
   usage: .venv/bin/python tests/lab/numa_placement.py VENV_BIN [--guest debian12|debian13] [--keep]  (the filter needs ansible)
 """
 
@@ -174,6 +175,17 @@ def main():
                              "effective) $(cat /sys/fs/cgroup/$s.slice/cpuset.mems.effective)\"; done")
         say("the roles' slices (cpuset.cpus.effective, cpuset.mems.effective): %s" % slices.split("\n"))
         assert slices.split("\n")[:2] == ["inference 1 1", "training 0 0"], slices
+        # verify.yml judges the cpusets: OK as applied, DRIFT once an operator widens AllowedCPUs by hand
+        r = playbook(a.bin, inventory, groups, "verify.yml", extra)
+        say("verify.yml: rc %d, %s" % (r.returncode, [line.strip() for line in r.stdout.splitlines()
+                                                      if "OK: %s holds" % name in line][:1]))
+        assert r.returncode == 0 and "OK: %s holds" % name in r.stdout, r.stdout[-4000:] + r.stderr[-2000:]
+        guest(name, "systemctl set-property --runtime inference.slice AllowedCPUs=0-1")
+        r = playbook(a.bin, inventory, groups, "verify.yml", extra)
+        out = r.stdout + r.stderr
+        drift = [line.strip()[:200] for line in out.splitlines() if "DRIFT on %s" % name in line]
+        say("verify.yml after AllowedCPUs=0-1 by hand: rc %d, %s" % (r.returncode, drift[:1]))
+        assert r.returncode != 0 and drift and "cpuset.cpus" in drift[0], out[-4000:]
         r = playbook(a.bin, inventory, groups, "purge.yml", "{}")
         assert r.returncode == 0, r.stdout[-4000:]
         left = guest(name, "systemctl show -p AllowedCPUs --value inference.slice training.slice")
