@@ -209,7 +209,7 @@ bench-fleet: setup
 # The fleet report on real guests (docs/fleet.md; not part of make test): a Debian 12 and a Debian 13 guest and a host
 # that does not answer, site.yml, one guest drifted, then verify.yml sliced as AWX slices it (ansible-runner jobs, the
 # slices' artifacts merged into playbooks/fleet_report.yml) and unsliced; both reports checked host by host.
-# Reports in .cache/lab-fleet-report/ (KEEP_LAB=1 leaves the guests running).
+# Reports in .cache/lab-fleet-report/ (KEEP_LAB=1 leaves the guests running). About 9 minutes (557 s on 2026-12-07).
 lab-fleet-report: lab-images
 	$(BIN)/python tests/lab/fleet_report.py $(abspath $(BIN))
 
