@@ -190,6 +190,9 @@ class Labeled(Setting):
     def differs(self, current):
         return self.inner.differs(current)
 
+    def settle(self, fs):
+        return self.inner.settle(fs)
+
     def validate(self, current):
         return ["%s: %s" % (self.label, p) for p in self.inner.validate(current)]
 

@@ -14,7 +14,7 @@ One call goes through the same steps for every kind of setting:
 3. plan: the settings whose current value differs from the desired one, in the order the
    kernel needs (``order``; e.g. io.cost.model before io.cost.qos before io.weight);
 4. check mode stops here and reports the plan as a diff;
-5. apply in order;
+5. apply in order, then let each written setting settle (what its writes left owed, done once);
 6. read back every applied setting and compare it with what was asked (codecs normalise the
    desired value to what the kernel will print, so the comparison is exact);
 7. on any failure (kernel refusal or read-back mismatch) restore what this call already changed,
@@ -135,6 +135,10 @@ class Setting:
 
     def differs(self, current):
         return current != self.desired
+
+    def settle(self, fs):
+        """After the last write of the call and before the read-back: finish what writes may leave owed (one
+        ``daemon-reload`` for all of a call's units). Runs once per written setting; nothing to do by default."""
 
     def validate(self, current):
         """Problems with the desired value given the current one; [] when it is fine."""
@@ -314,6 +318,11 @@ class Reconciler:
             touched.append(s)
             try:
                 s.write(self.fs, s.desired, plan.current[s.key])
+            except HostError as e:
+                self._fail(touched, plan, "Applying %s failed: %s" % (s.key, e.message), s, e)
+        for s in touched:
+            try:
+                s.settle(self.fs)
             except HostError as e:
                 self._fail(touched, plan, "Applying %s failed: %s" % (s.key, e.message), s, e)
         held = dict(plan.current)

@@ -193,3 +193,41 @@ def test_fail_module_never_tracebacks(err, key):
     assert m.failed["msg"]
     if key:
         assert key in m.failed
+
+
+class _Owing(Setting):
+    """A setting whose write leaves work owed until the engine's settle step (as the systemd units' reload)."""
+
+    def __init__(self, key, log):
+        super(_Owing, self).__init__(key, "new")
+        self.log = log
+        self.value = "old"
+
+    def read(self, fs):
+        self.log.append(("read", self.key))
+        return self.value
+
+    def write(self, fs, value, current):
+        self.log.append(("write", self.key))
+        self.value = value
+
+    def settle(self, fs):
+        self.log.append(("settle", self.key))
+
+
+def test_settle_runs_once_per_written_setting_after_every_write_and_before_the_read_back(sim):
+    log = []
+    settings = [_Owing("a", log), _Owing("b", log)]
+    result = Reconciler(sim).run(settings)
+    assert result["changed"]
+    after_plan = log[2:]       # the plan's two reads come first
+    assert after_plan[:4] == [("write", "a"), ("write", "b"), ("settle", "a"), ("settle", "b")], log
+    assert after_plan[4:] == [("read", "a"), ("read", "b")], log
+
+
+def test_a_labeled_setting_passes_every_setting_method_to_the_one_it_wraps():
+    """host_profile wraps each section's settings (registry.Labeled): a Setting method it did not pass on would
+    silently fall back to the base class's default for every setting run through host_profile."""
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns.registry import Labeled
+    methods = set(name for name, value in vars(Setting).items() if callable(value) and not name.startswith("_"))
+    assert methods <= set(vars(Labeled)), sorted(methods - set(vars(Labeled)))

@@ -11,6 +11,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.modules import blk_queue, 
 from sim.iocost import SimIocost
 from sim.blk_queue import queue_host
 from sim.lab import CgroupLab
+from sim.systemd import CONTROL_DIR
 
 INFERENCE = {"label": "inference slice", "name": "inference.slice", "create": True, "io": {"weight": 1000},
              "memory": {"low": "8G"}, "cpu": {"weight": 1000}}
@@ -48,6 +49,17 @@ def test_two_slices_in_one_call_match_what_the_cgroup_module_does(lab, tmp_path_
     again = lab.profile(cgroups=[INFERENCE, TRAINING])
     assert again["changed"] is False and again["diff"] == {"before": {}, "after": {}}
     assert lab.mutating_calls() == []
+
+
+def test_two_slices_cost_three_daemon_reloads_not_four(lab):
+    """Each slice's drop-in is loaded before its start and set-property; the reload that only matches systemd to the
+    files again after the runtime control files go is owed and paid once, by the next unit's or after the writes."""
+    result = lab.profile(cgroups=[INFERENCE, TRAINING])
+    assert not result.get("failed"), result.get("msg")
+    verbs = [c[1] for c in lab.mutating_calls()]
+    assert verbs.count("daemon-reload") == 3, verbs
+    assert verbs[-1] == "daemon-reload", "nothing is owed when the call ends: %s" % verbs
+    assert lab.files_below(CONTROL_DIR) == [], "set-property's runtime control files are removed"
 
 
 def test_check_mode_plans_the_whole_profile_and_writes_nothing(lab):
@@ -97,6 +109,7 @@ def test_a_kernel_refusal_in_a_later_section_restores_the_earlier_one(lab):
     assert result["restored"] == ["training slice: training.slice", "inference slice: inference.slice"]
     assert lab.config_files() == [], "both slices' drop-ins and unit files are removed again"
     assert lab.cgfile("inference.slice", "io.weight") == "default 100"
+    assert lab.mutating_calls()[-1] == ["systemctl", "daemon-reload"], "a failed call leaves no reload owed"
 
 
 # -- iocost and block queues in one run (the kernel's order across sections) -------------------
