@@ -60,7 +60,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabil
     memory_substrate, substrate_findings,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import CgroupNameError, resolve
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError, PlanReads
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
@@ -239,22 +239,29 @@ def plan(params, fs, runner):
             names[entry.get("name")] = label
     memory = substrate(params, fs)
     sections, errors = [], ["memory substrate: %s" % m for m in memory["errors"]]
-    host = Host(fs, runner)
-    for concern, label, raw in requests:
-        try:
-            part = concern.plan(_validated(concern, label, raw), host)
-            host.provided.update(getattr(part, "provides", None) or {})
-        except RequestError as e:
-            if all(m.startswith(label + ": ") for m in e.errors):
-                errors.extend(e.errors)     # already named by section (argument spec)
-            else:
+    # Planning writes nothing: what systemd answers is asked once for all sections (PlanReads, one
+    # `systemctl --version` for every cgroup section), until the plan is done.
+    reads = PlanReads(runner) if runner is not None else None
+    host = Host(fs, reads)
+    try:
+        for concern, label, raw in requests:
+            try:
+                part = concern.plan(_validated(concern, label, raw), host)
+                host.provided.update(getattr(part, "provides", None) or {})
+            except RequestError as e:
+                if all(m.startswith(label + ": ") for m in e.errors):
+                    errors.extend(e.errors)     # already named by section (argument spec)
+                else:
+                    errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
+                continue
+            except (ModuleError, ReconcileError, DeviceError, KernelFileError, CommandError) as e:
                 errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
-            continue
-        except (ModuleError, ReconcileError, DeviceError, KernelFileError, CommandError) as e:
-            errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
-            continue
-        errors.extend("%s: %s" % (label, m) for m in part.errors)
-        sections.append(Section(concern, label, part))
+                continue
+            errors.extend("%s: %s" % (label, m) for m in part.errors)
+            sections.append(Section(concern, label, part))
+    finally:
+        if reads is not None:
+            reads.stop()
     if errors:
         raise RequestError(errors)
     found, warnings = conflicts(fs, host.resolver, sections, host.provided.get("planned_qos") or {})
