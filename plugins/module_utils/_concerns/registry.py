@@ -102,7 +102,9 @@ CONCERNS = (
     Concern("blk_queue", _blk_queue.MODULE_SPEC,
             lambda params, host: _blk_queue.part(params, host.fs, host.resolver, check_conflicts=False)),
     Concern("sysctl", _sysctl.MODULE_SPEC, lambda params, host: _sysctl.part(params, host.fs)),
-    Concern("nvme_queues", _nvme_queues.MODULE_SPEC, lambda params, host: _nvme_queues.part(params, host.fs, host.runner)),
+    # its initramfs listing (seconds) runs in the background while the later sections plan (Part.finish)
+    Concern("nvme_queues", _nvme_queues.MODULE_SPEC,
+            lambda params, host: _nvme_queues.part(params, host.fs, host.runner, defer=True)),
     # a weight needs iocost on the disk: checked against the QoS this call's iocost puts in place
     Concern("cgroups", _cgroup.MODULE_SPEC,
             lambda params, host: _cgroup.part(params, host.fs, host.runner,
@@ -259,6 +261,14 @@ def plan(params, fs, runner):
                 continue
             errors.extend("%s: %s" % (label, m) for m in part.errors)
             sections.append(Section(concern, label, part))
+        # what a section left running in the background while the others planned (nvme_queues' initramfs listing)
+        for section in sections:
+            finish = getattr(section.part, "finish", None)
+            if finish is not None:
+                try:
+                    finish()
+                except (ModuleError, ReconcileError, DeviceError, KernelFileError, CommandError) as e:
+                    errors.extend("%s: %s" % (section.label, strip_invalid(m)) for m in _messages(e))
     finally:
         if reads is not None:
             reads.stop()

@@ -73,6 +73,14 @@ class Runner:
             raise CommandError(argv, rc, out, err)
         return rc, out, err
 
+    def start(self, argv):
+        """Start argv (a list) in the background with the C locale; :meth:`Started.wait` gives (rc, stdout, stderr)
+        as :meth:`run` would (CommandError for rc != 0). For a read that takes seconds while the caller goes on."""
+        if isinstance(argv, str):
+            raise TypeError("argv must be a list")
+        return Started(list(argv), subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE, env=c_environ(), close_fds=True))
+
     def run_json(self, argv):
         """Run a tool in its JSON output mode and decode the answer."""
         _rc, out, err = self.run(argv)
@@ -81,6 +89,21 @@ class Runner:
         except ValueError:
             raise CommandError(argv, 0, out, err, reason="output is not JSON: %r" % out[:200])
 
+
+
+class Started:
+    """A command :meth:`Runner.start` started; :meth:`wait` once for its (rc, stdout, stderr)."""
+
+    def __init__(self, argv, proc):
+        self.argv = argv
+        self.proc = proc
+
+    def wait(self, check=True):
+        out, err = self.proc.communicate()
+        out, err = out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape")
+        if check and self.proc.returncode != 0:
+            raise CommandError(self.argv, self.proc.returncode, out, err)
+        return self.proc.returncode, out, err
 
 
 def _read_only(argv):

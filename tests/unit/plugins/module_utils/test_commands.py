@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Child, CommandError, PlanReads
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import Child, CommandError, PlanReads, Runner
 
 SLEEPER = [sys.executable, "-c", "import sys, time\nsys.stdout.write('up\\n'); sys.stdout.flush()\ntime.sleep(60)"]
 
@@ -98,3 +98,15 @@ def test_plan_reads_keeps_a_failure_and_still_raises_it_when_checked():
     assert reads.run(show, check=False) == (1, "", "Failed to connect to bus")
     assert len(inner.ran) == 1
     assert reads.which("lsinitramfs") == "/usr/bin/lsinitramfs"
+
+
+def test_runner_start_gives_what_run_would():
+    runner = Runner(None)
+    ok = runner.start([sys.executable, "-c", "import os, sys; print(os.environ['LC_ALL']); sys.stderr.write('e')"])
+    assert ok.wait() == (0, "C\n", "e")
+    failed = runner.start([sys.executable, "-c", "import sys; sys.stderr.write('broken'); sys.exit(3)"])
+    with pytest.raises(CommandError) as e:
+        failed.wait()
+    assert e.value.rc == 3 and "broken" in str(e.value)
+    with pytest.raises(TypeError):
+        runner.start("ls -l")
