@@ -525,6 +525,10 @@ def main():
                                 "systemctl", "start", "--"] + spec["slices"], check=True, capture_output=True)
             if run in ("cold", "converge", "noop2", "reboot"):
                 check(lab.guest("state", spec), "%s %s (round %d)" % (method, run, round_))
+            # what was measured so far, for a run that is stopped before its end (not a result file)
+            with open(os.path.join(a.out, "results-partial.json"), "w") as f:
+                json.dump(dict(results, summary=summarize(results["runs"], results["pings"])), f, indent=1,
+                          sort_keys=True)
 
     with vm(a):
         lab.write_inventory()
