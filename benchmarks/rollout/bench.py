@@ -347,7 +347,7 @@ def _x(value):
 
 def markdown(results):
     meta, summ, runs = results["meta"], results["summary"], results["runs"]
-    methods = [m for m in METHODS if m in meta["methods"]]
+    methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
     hand = [m for m in HANDWRITTEN if m in methods and "site" in methods]
     lines = ["# Rollout cost: hand-written playbooks against site.yml", "",
              "%s, %s guest (kernel %s), %s, ansible-core %s, pipelining on, one host in both groups; git %s "
