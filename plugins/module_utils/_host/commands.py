@@ -90,7 +90,6 @@ class Runner:
             raise CommandError(argv, 0, out, err, reason="output is not JSON: %r" % out[:200])
 
 
-
 class Started:
     """A command :meth:`Runner.start` started; :meth:`wait` once for its (rc, stdout, stderr)."""
 
