@@ -14,8 +14,10 @@ Each method gets a converge and two no-op re-runs, one block per method, the blo
 (round 1: handwritten, lean, site; round 2: site, lean, handwritten, ...) so that machine noise hits
 all alike. Right before every no-op re-run (of any method) `ansible -m ping` against the same host is
 timed: the floor of one module execution on this machine at that moment, which the site.yml no-op is
-judged against (site.yml no-op / the ping just before it, and the ratio of the medians). Before every converge the VM is put back into the unconfigured state: playbooks/purge.yml
-for the collection's files, then guest.py's reset for the hand-written playbook's files and the live
+judged against (site.yml no-op / the ping just before it, and the ratio of the medians).
+
+Before every converge the VM is put back into the unconfigured state: playbooks/purge.yml for the
+collection's files, then guest.py's reset for the hand-written playbook's files and the live
 values (block queues, sysctls, iocost, slices) - outside the timed runs, and checked against the
 state read right after boot. A warm-up converge of each method first (reported as "cold", not in the
 ratios) lets the guest's code cache compile each method's modules once. After every converge and
