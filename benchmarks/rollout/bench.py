@@ -1,17 +1,23 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Benchmark: what a rollout and a drift-check re-run cost, hand-written playbook against site.yml.
+"""Benchmark: what a rollout and a drift-check re-run cost, hand-written playbooks against site.yml.
 
-The same co-location settings (settings.yml) are rolled out on one lab VM two ways:
+The same co-location settings (settings.yml) are rolled out on one lab VM three ways:
 
-  handwritten  handwritten.yml: ansible.builtin + ansible.posix, about a task per file or setting
+  handwritten  handwritten.yml: ansible.builtin + ansible.posix, about a task per file or setting, the
+               disks discovered (lsblk) and looped over
+  lean         lean.yml: ansible.builtin + ansible.posix, one task per setting, no loop over facts
   site         playbooks/site.yml (io_baseline + inference + training) with site_vars.yml, the
                host in both groups
 
-Each method gets a converge and two no-op re-runs, one block per method, the blocks alternating
-(round 1: handwritten then site, round 2: site then handwritten, ...) so that machine noise hits
-both alike. Before every converge the VM is put back into the unconfigured state: playbooks/purge.yml
-for the collection's files, then guest.py's reset for the hand-written playbook's files and the live
+Each method gets a converge and two no-op re-runs, one block per method, the blocks' order turning
+(round 1: handwritten, lean, site; round 2: site, lean, handwritten, ...) so that machine noise hits
+all alike. Right before every no-op re-run (of any method) `ansible -m ping` against the same host is
+timed: the floor of one module execution on this machine at that moment, which the site.yml no-op is
+judged against (site.yml no-op / the ping just before it, and the ratio of the medians).
+
+Before every converge the VM is put back into the unconfigured state: playbooks/purge.yml for the
+collection's files, then guest.py's reset for the hand-written playbook's files and the live
 values (block queues, sysctls, iocost, slices) - outside the timed runs, and checked against the
 state read right after boot. A warm-up converge of each method first (reported as "cold", not in the
 ratios) lets the guest's code cache compile each method's modules once. After every converge and
@@ -47,13 +53,15 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.dirname(HERE)]
 from labvm import accel, add_vm_args, ansible_playbook, guest_script, vm, write_inventory  # noqa: E402  pylint: disable=wrong-import-position
 
-METHODS = ("handwritten", "site")
-LABELS = {"handwritten": "hand-written", "site": "site.yml"}
+METHODS = ("handwritten", "lean", "site")
+HANDWRITTEN = ("handwritten", "lean")
+LABELS = {"handwritten": "hand-written", "lean": "lean hand-written", "site": "site.yml"}
 RUNS = ("converge", "noop1", "noop2")
 RUN_LABELS = {"cold": "converge (cold, warm-up)", "converge": "converge", "noop1": "no-op re-run 1",
               "noop2": "no-op re-run 2", "reboot": "converge with the reboot"}
 SETTINGS = os.path.join(HERE, "settings.yml")
 PLAYBOOKS = {"handwritten": (os.path.join(HERE, "handwritten.yml"), []),
+             "lean": (os.path.join(HERE, "lean.yml"), []),
              "site": (os.path.join(REPO, "playbooks", "site.yml"),
                       ["@" + SETTINGS, "@" + os.path.join(HERE, "site_vars.yml")])}
 PURGE = os.path.join(REPO, "playbooks", "purge.yml")
@@ -62,8 +70,9 @@ HANDWRITTEN_FILES = ("/etc/udev/rules.d/91-rollout-iocost.rules", "/etc/udev/rul
                      "/etc/sysctl.d/90-rollout.conf", "/etc/modprobe.d/rollout-nvme.conf")
 # The tree whose change under a running benchmark makes its site.yml figures a mix of two versions.
 WATCHED = ("playbooks", "roles", "plugins")
-# Issue 22's acceptance: site.yml faster by these factors, and this many module executions per host.
-TARGETS = {"converge": 3.0, "noop": 5.0, "executions": 2, "executions_reboot": 3}
+# Issue 22's acceptance: site.yml faster than handwritten.yml by these factors, and this many module executions per
+# host; issue 40's: a site.yml no-op at most this many times `ansible -m ping` measured in the same run.
+TARGETS = {"converge": 3.0, "noop": 5.0, "executions": 2, "executions_reboot": 3, "noop_vs_ping": 2.5}
 # The site.yml converge that may reboot (the NVMe queue setting needs one).
 REBOOT_EXTRA = ["io_isolation_reboot_ok=true"]
 
@@ -203,6 +212,20 @@ class Lab:
         return took, counts
 
 
+def ping(lab):
+    """`ansible -m ping` against the VM, the same inventory and environment as the playbooks; seconds."""
+    argv, env = ansible_playbook(lab.inventory, "", [])
+    argv = [os.path.join(os.path.dirname(argv[0]), "ansible")] + argv[1:-1] + [lab.name, "-m", "ansible.builtin.ping"]
+    t0 = time.monotonic()
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    took = time.monotonic() - t0
+    with open(lab.log, "a") as f:
+        f.write("$ %s\n%s\n%s\n" % (" ".join(argv), res.stdout, res.stderr))
+    if res.returncode != 0:
+        raise SystemExit("ansible -m ping failed (rc %d); see %s:\n%s" % (res.returncode, lab.log, res.stdout[-2000:]))
+    return took
+
+
 def run_record(lab, method, round_, run, took, counts):
     h = counts["hosts"].get(lab.name) or {}
     st = counts["stats"].get(lab.name) or {}
@@ -221,26 +244,59 @@ def spread(values):
         if values else None
 
 
-def summarize(runs):
-    """Medians and spreads per method and kind of run (converge, noop = both re-runs), the ratios
-    hand-written / site.yml per round and overall, the counts, and the acceptance verdicts."""
+def spread3(values, digits=2):
+    """min/median/max of ratios."""
+    return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
+            "max": round(max(values), digits), "n": len(values)} if values else None
+
+
+def summarize(runs, pings=()):
+    """Medians and spreads per method and kind of run (converge, noop = both re-runs); each hand-written
+    playbook's time / site.yml's per round and of the medians; site.yml no-op / the ping timed just before it;
+    the counts, and the acceptance verdicts. ``pings``: {round, before: [method, run], seconds}."""
     def secs(method, kinds, rnd=None):
         return [r["seconds"] for r in runs if r["method"] == method and r["run"] in kinds
                 and r["round"] != 0 and (rnd is None or r["round"] == rnd)]
+    methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
     kinds = {"converge": ("converge",), "noop": ("noop1", "noop2")}
-    out = {"time": {}, "ratio": {}, "per_round": [], "counts": {}, "acceptance": {}}
+    out = {"time": {}, "ratio": {}, "ratios": {}, "per_round": [], "counts": {}, "acceptance": {}, "ping": {}}
     for kind, names in kinds.items():
-        out["time"][kind] = {m: spread(secs(m, names)) for m in METHODS}
-        med = [out["time"][kind][m]["median"] if out["time"][kind][m] else None for m in METHODS]
-        out["ratio"][kind] = ratio(*med)
+        out["time"][kind] = {m: spread(secs(m, names)) for m in methods}
+        for m in HANDWRITTEN:
+            if m in methods and "site" in methods:
+                a, b = out["time"][kind][m], out["time"][kind]["site"]
+                out["ratio"].setdefault(m, {})[kind] = ratio(a["median"], b["median"]) if a and b else None
+    # issue 22's ratio (the heavier hand-written playbook), kept at its old place
+    out["ratio"]["converge"] = out["ratio"].get("handwritten", {}).get("converge")
+    out["ratio"]["noop"] = out["ratio"].get("handwritten", {}).get("noop")
     rounds = sorted({r["round"] for r in runs if r["round"] != 0})
     for rnd in rounds:
         for run in RUNS:
-            t = {m: secs(m, (run,), rnd) for m in METHODS}
-            if all(t.values()):
-                out["per_round"].append({"round": rnd, "run": run, "handwritten": t["handwritten"][0],
-                                         "site": t["site"][0], "ratio": ratio(t["handwritten"][0], t["site"][0])})
-    for m in METHODS:
+            t = {m: secs(m, (run,), rnd) for m in methods}
+            row = {"round": rnd, "run": run}
+            row.update((m, v[0]) for m, v in t.items() if v)
+            if len(row) == 2:
+                continue    # the reboot's round: no converge and no-op blocks
+            row["ratio"] = dict((m, ratio(row[m], row["site"])) for m in HANDWRITTEN if m in row and "site" in row)
+            out["per_round"].append(row)
+    for m in HANDWRITTEN:
+        for kind, names in kinds.items():
+            per = [r["ratio"][m] for r in out["per_round"] if r["run"] in names and r["ratio"].get(m)]
+            if per:
+                out["ratios"].setdefault(m, {})[kind] = spread3(per)
+    # site.yml's no-op against the ping timed right before it
+    ping_s = [p["seconds"] for p in pings if p["round"] != 0]
+    pairs = []
+    for r in runs:
+        if r["method"] == "site" and r["run"] in kinds["noop"] and r["round"] != 0:
+            before = [p for p in pings if p["round"] == r["round"] and p["before"] == ["site", r["run"]]]
+            if before:
+                pairs.append(r["seconds"] / before[-1]["seconds"])
+    site_noop = out["time"]["noop"].get("site")
+    out["ping"] = {"time": spread(ping_s), "pairs": spread3(pairs),
+                   "ratio_of_medians": ratio(site_noop["median"], statistics.median(ping_s))
+                   if site_noop and ping_s else None}
+    for m in methods:
         for kind, names in dict(kinds, cold=("cold",), reboot=("reboot",)).items():
             rs = [r for r in runs if r["method"] == m and r["run"] in names]
             if rs:
@@ -259,6 +315,10 @@ def summarize(runs):
                        "got": sorted({n for c in site.values() for n in c["executions"]}),
                        "met": all(c["executions"] == [TARGETS["executions"]] for c in site.values()) and bool(site)},
     }
+    got = out["ping"]["ratio_of_medians"]
+    out["acceptance"]["noop_vs_ping"] = {
+        "target": TARGETS["noop_vs_ping"], "got": got, "pairs": out["ping"]["pairs"],
+        "met": bool(got) and got <= TARGETS["noop_vs_ping"]}
     if rebooted:
         out["acceptance"]["executions_reboot"] = {
             "target": TARGETS["executions_reboot"], "got": rebooted["executions"], "reboots": rebooted["reboots"],
@@ -276,34 +336,72 @@ def _sp(s):
     return "%.1f" % s["median"] if s["n"] == 1 else "%.1f (%.1f-%.1f, n=%d)" % (s["median"], s["min"], s["max"], s["n"])
 
 
+def _rsp(s):
+    if not s:
+        return "-"
+    return "%.2f×" % s["median"] if s["n"] == 1 else "%.2f× (%.2f-%.2f×, n=%d)" % (s["median"], s["min"], s["max"],
+                                                                                   s["n"])
+
+
+def _x(value):
+    return "%.2f×" % value if value else "-"
+
+
 def markdown(results):
     meta, summ, runs = results["meta"], results["summary"], results["runs"]
-    lines = ["# Rollout cost: hand-written playbook against site.yml", "",
+    methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
+    hand = [m for m in HANDWRITTEN if m in methods and "site" in methods]
+    lines = ["# Rollout cost: hand-written playbooks against site.yml", "",
              "%s, %s guest (kernel %s), %s, ansible-core %s, pipelining on, one host in both groups; git %s "
-             "(watched tree %s%s). %d round(s), blocks alternating; %s." % (
+             "(watched tree %s%s). %d round(s), blocks alternating; %s; `ansible -m ping` timed right before every "
+             "no-op re-run." % (
                  meta["date"], meta["guest"], meta.get("kernel", "?"), meta.get("accel"), meta["ansible_core"],
                  meta["git"], meta["tree"][0], " - CHANGED DURING THE RUN: rerun" if len(meta["tree"]) > 1 else "",
                  meta["rounds"], "warm-up converge of each method first" if meta["warmup"] else "no warm-up"),
+             "", "Methods: hand-written = handwritten.yml (disks discovered with lsblk and looped over, a task per file "
+             "or setting); lean hand-written = lean.yml (one task per setting, no loop over facts); site.yml = "
+             "playbooks/site.yml with site_vars.yml.",
              "", "## Wall time per run (s)", "",
-             "| round | run | hand-written | site.yml | hand-written / site.yml |", "|---|---|---|---|---|"]
+             "| round | run | " + " | ".join(LABELS[m] for m in methods) + " | ping before it | "
+             + " | ".join("%s / site.yml" % LABELS[m] for m in hand) + " |",
+             "|---|---|" + "---|" * (len(methods) + 1 + len(hand))]
     cold = {r["method"]: r["seconds"] for r in runs if r["run"] == "cold"}
-    if len(cold) == 2:
-        row = (RUN_LABELS["cold"], cold["handwritten"], cold["site"], ratio(cold["handwritten"], cold["site"]))
-        lines.append("| warm-up | %s | %.1f | %.1f | %.2f× |" % row)
+    if cold:
+        lines.append("| warm-up | %s | %s | - | %s |" % (
+            RUN_LABELS["cold"], " | ".join("%.1f" % cold[m] if m in cold else "-" for m in methods),
+            " | ".join(_x(ratio(cold.get(m), cold.get("site"))) for m in hand)))
+    pings = results.get("pings") or []
     for r in summ["per_round"]:
-        row = (r["round"], RUN_LABELS[r["run"]], r["handwritten"], r["site"], r["ratio"])
-        lines.append("| %d | %s | %.1f | %.1f | %.2f× |" % row)
+        before = [p["seconds"] for p in pings if p["round"] == r["round"] and p["before"] == ["site", r["run"]]]
+        lines.append("| %d | %s | %s | %s | %s |" % (
+            r["round"], RUN_LABELS[r["run"]], " | ".join("%.1f" % r[m] if m in r else "-" for m in methods),
+            "%.1f" % before[-1] if before else "-", " | ".join(_x(r["ratio"].get(m)) for m in hand)))
     lines += ["", "## Summary (median, min-max)", "",
-              "| run | hand-written (s) | site.yml (s) | ratio of medians | issue 22's target |", "|---|---|---|---|---|"]
+              "| run | " + " | ".join("%s (s)" % LABELS[m] for m in methods) + " | "
+              + " | ".join("%s / site.yml: of the medians; per round min/median/max" % LABELS[m] for m in hand) + " |",
+              "|---|" + "---|" * (len(methods) + len(hand))]
     for kind, label in (("converge", "converge"), ("noop", "no-op re-run")):
+        lines.append("| %s | %s | %s |" % (
+            label, " | ".join(_sp(summ["time"][kind].get(m)) for m in methods),
+            " | ".join("%s; %s" % (_x(summ["ratio"].get(m, {}).get(kind)), _rsp(summ["ratios"].get(m, {}).get(kind)))
+                       for m in hand)))
+    lines += [""]
+    for kind, label in (("converge", "converge"), ("noop", "no-op re-run")) if "handwritten" in hand else ():
         acc = summ["acceptance"][kind]
-        lines.append("| %s | %s | %s | %s | ≥ %g× (%s) |" % (
-            label, _sp(summ["time"][kind]["handwritten"]), _sp(summ["time"][kind]["site"]),
-            "%.2f×" % summ["ratio"][kind] if summ["ratio"][kind] else "-", acc["target"], "met" if acc["met"] else "NOT met"))
+        lines.append("Issue 22's target, %s hand-written / site.yml >= %g×: %s (%s)." % (
+            label, acc["target"], _x(acc["got"]), "met" if acc["met"] else "NOT met"))
+    p, acc = summ.get("ping") or {}, summ["acceptance"].get("noop_vs_ping")
+    if acc and p.get("time"):
+        lines += ["", "## site.yml no-op against `ansible -m ping` (same run, interleaved)", "",
+                  "| ping (s), median (min-max) | site.yml no-op (s) | no-op / ping: of the medians | "
+                  "no-op / the ping just before it: median (min-max) | issue 40's target |", "|---|---|---|---|---|",
+                  "| %s | %s | %s | %s | ≤ %g× (%s) |" % (
+                      _sp(p["time"]), _sp(summ["time"]["noop"].get("site")), _x(p["ratio_of_medians"]),
+                      _rsp(p["pairs"]), acc["target"], "met" if acc["met"] else "NOT met")]
     lines += ["", "## Remote module executions per host per run (callback_plugins/module_count.py)", "",
               "| method | run | module executions | modules sent (incl. copy's stat + file/copy) | reboots | changed tasks "
               "| executions by action |", "|---|---|---|---|---|---|---|"]
-    for m in METHODS:
+    for m in methods:
         for kind, label in (("cold", "converge (cold)"), ("converge", "converge"), ("noop", "no-op re-run"),
                             ("reboot", RUN_LABELS["reboot"])):
             c = summ["counts"].get(m, {}).get(kind)
@@ -369,7 +467,7 @@ def main():
                         "reboot": a.reboot and "site" in methods,
                         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": git_head(),
                         "ansible_core": ansible.__version__, "tree": [tree_fingerprint()], "settings": settings},
-               "runs": [], "states": {}}
+               "runs": [], "pings": [], "states": {}}
     t_start = time.time()
     expected = None
 
@@ -404,6 +502,11 @@ def main():
                 results["meta"]["tree"].append(fp)
                 print("WARNING: playbooks/, roles/ or plugins/ changed during the run (%s): rerun" % fp, flush=True)
         for run in runs:
+            if run.startswith("noop"):
+                took = ping(lab)
+                results["pings"].append({"round": round_, "before": [method, run], "seconds": round(took, 2),
+                                         "load1": os.getloadavg()[0]})
+                print("round %d ping        (before %s %s) %6.1f s" % (round_, method, run, took), flush=True)
             count_file = os.path.join(a.out, "counts", "%s-%d-%s.json" % (method, round_, run))
             took, counts = lab.playbook(playbook, extra, count_file)
             rec = run_record(lab, method, round_, run, took, counts)
@@ -412,7 +515,7 @@ def main():
                   % (round_, method, run, rec["seconds"], rec["executions"], rec["module_runs"], rec["reboots"],
                      rec["changed"]), flush=True)
             if run.startswith("noop") and rec["changed"]:
-                if method == "handwritten":
+                if method in HANDWRITTEN:
                     raise SystemExit("the hand-written playbook is not idempotent: changed=%s on %s" % (rec["changed"], run))
                 print("WARNING: %s changed %s task(s) on a re-run" % (method, rec["changed"]), flush=True)
             if run == "reboot" and rec["reboots"] != 1:
@@ -424,6 +527,10 @@ def main():
                                 "systemctl", "start", "--"] + spec["slices"], check=True, capture_output=True)
             if run in ("cold", "converge", "noop2", "reboot"):
                 check(lab.guest("state", spec), "%s %s (round %d)" % (method, run, round_))
+            # what was measured so far, for a run that is stopped before its end (not a result file)
+            with open(os.path.join(a.out, "results-partial.json"), "w") as f:
+                json.dump(dict(results, summary=summarize(results["runs"], results["pings"])), f, indent=1,
+                          sort_keys=True)
 
     with vm(a):
         lab.write_inventory()
@@ -452,7 +559,7 @@ def main():
     if tree not in results["meta"]["tree"]:
         results["meta"]["tree"].append(tree)
     results["meta"]["seconds"] = round(time.time() - t_start, 1)
-    results["summary"] = summarize(results["runs"])
+    results["summary"] = summarize(results["runs"], results["pings"])
     paths, text = write_results(results, a.results, a.label)
     print(text)
     print("wrote %s (total %.0f s)" % (", ".join(os.path.relpath(p, REPO) for p in paths), results["meta"]["seconds"]))

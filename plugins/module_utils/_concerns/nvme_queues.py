@@ -167,6 +167,7 @@ class NvmeHost:
         self.warnings = []
         self._klog = None
         self._initramfs = None
+        self._listing = None    # (info, started listing) from start_initramfs_listing
         self.release = (fs.read("/proc/sys/kernel/osrelease") or os.uname()[2]).strip()
         self.debugfs = nvme.debugfs_mount(fs)
 
@@ -236,7 +237,22 @@ class NvmeHost:
             self._initramfs = self._list_initramfs()
         return dict(self._initramfs)
 
-    def _list_initramfs(self):
+    def start_initramfs_listing(self):
+        """Start listing the initramfs in the background (a runner that can ``start`` a command), so that the
+        seconds it takes pass while the call plans its other sections; :meth:`initramfs` takes the answer.
+        Nothing is started without such a runner, or without an image and a tool to list it."""
+        if self._initramfs is not None or self._listing is not None or not callable(getattr(self.runner, "start", None)):
+            return
+        info, tool = self._initramfs_target()
+        if tool:
+            try:
+                self._listing = (info, self.runner.start([tool, info["path"]]))
+            except OSError:
+                self._listing = None    # listed in the foreground, with its error reported there
+
+    def _initramfs_target(self):
+        """(info, tool): the booted kernel's image with its mtime and the tool that lists it (None, with ``info``
+        final, when there is no image or no tool)."""
         info = dict(NO_INITRAMFS, contains_nvme=None)
         for pattern in INITRAMFS_PATHS:
             if self.fs.exists(pattern % self.release):
@@ -244,7 +260,7 @@ class NvmeHost:
                 break
         if info["path"] is None:
             info["contains_nvme"] = False
-            return info
+            return info, None
         info["mtime"] = os.path.getmtime(self.fs.path(info["path"]))
         tool = None
         if self.runner is not None:
@@ -255,10 +271,20 @@ class NvmeHost:
         if not tool:
             self.warnings.append("cannot list %s (neither lsinitramfs nor lsinitrd is installed): whether nvme "
                                  "loads from the initramfs is unknown" % info["path"])
-            return info
+            return info, None
         info["tool"] = os.path.basename(tool)
+        return info, tool
+
+    def _list_initramfs(self):
+        listing, self._listing = self._listing, None
+        if listing is not None:
+            info, started = listing
+        else:
+            info, tool = self._initramfs_target()
+            if not tool:
+                return info
         try:
-            _rc, out, _err = self.runner.run([tool, info["path"]])
+            _rc, out, _err = started.wait() if listing is not None else self.runner.run([tool, info["path"]])
         except CommandError as e:
             self.warnings.append("cannot list %s: %s" % (info["path"], e.message))
             return info
@@ -606,11 +632,13 @@ class Request:
         if errors:
             raise RequestError(errors)
 
-    def plan(self):
+    def plan(self, defer=False):
         """What the next boot and the running driver get, as engine settings.
 
         Raises :class:`RequestError` for a conflicting setting elsewhere or an unsafe runtime change,
-        before listing the initramfs (seconds) and before any write.
+        before listing the initramfs (seconds) and before any write. With ``defer`` the listing only starts
+        here (in the background) and :meth:`finish` takes it and adds the initramfs rebuild if one is due:
+        host_profile calls it once every section is planned, before the engine runs.
         """
         host, driver, state, asked = self.host, self.driver, self.state, self.asked
         self.live = host.parameters()
@@ -649,10 +677,20 @@ class Request:
         self.settings = [self.runtime] if self.runtime is not None else []
         if driver["kind"] == "module" or state == "absent":
             self.settings.append(ManagedFile(CONF_PATH, self.conf_content, adopt=self.params.get("adopt")))
-        self.initramfs = host.initramfs() if driver["kind"] == "module" else dict(NO_INITRAMFS)
-        self.rebuild = None
+        self.initramfs, self.rebuild = None, None
+        if defer and driver["kind"] == "module":
+            host.start_initramfs_listing()
+            return
+        self.finish()
+
+    def finish(self):
+        """The initramfs (listed now, or the listing :meth:`plan` started) and, if it carries nvme.ko and
+        update_initramfs is on, its rebuild as the last setting. Once."""
+        if self.initramfs is not None:
+            return
+        self.initramfs = self.host.initramfs() if self.driver["kind"] == "module" else dict(NO_INITRAMFS)
         if self.initramfs["contains_nvme"] and self.params.get("update_initramfs"):
-            self.rebuild = InitramfsUpdate(host, self.conf_content, self.runner)
+            self.rebuild = InitramfsUpdate(self.host, self.conf_content, self.runner)
             self.settings.append(self.rebuild)
 
     def reread(self, result, check_mode):
@@ -748,17 +786,25 @@ MODULE_SPEC = {"argument_spec": {
 }}
 
 
-def part(params, fs, runner):
-    """Validate and plan: the engine part whose report is the module result."""
+def part(params, fs, runner, defer=False):
+    """Validate and plan: the engine part whose report is the module result. With ``defer`` (host_profile)
+    the initramfs is listed in the background while the other sections plan: the part's ``finish()`` must be
+    called before the engine runs (it completes ``settings``)."""
     request = Request(params, fs, runner)
     request.validate()
-    request.plan()
+    request.plan(defer=defer)
 
     def report(result, check_mode):
         request.reread(result, check_mode)
         return request.report(result, check_mode)
 
-    return Part(request.settings, [], report)
+    out = Part(request.settings, [], report)
+    if defer:
+        def finish():
+            request.finish()
+            out.settings = list(request.settings)
+        out.finish = finish
+    return out
 
 
 def reconcile(params, fs, runner, check_mode=False):

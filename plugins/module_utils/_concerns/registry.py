@@ -60,7 +60,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.capabil
     memory_substrate, substrate_findings,
 )
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.cgroups import CgroupNameError, resolve
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.commands import CommandError, PlanReads
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceError, DeviceResolver
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.kernelfs import KernelFileError
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import (
@@ -102,7 +102,9 @@ CONCERNS = (
     Concern("blk_queue", _blk_queue.MODULE_SPEC,
             lambda params, host: _blk_queue.part(params, host.fs, host.resolver, check_conflicts=False)),
     Concern("sysctl", _sysctl.MODULE_SPEC, lambda params, host: _sysctl.part(params, host.fs)),
-    Concern("nvme_queues", _nvme_queues.MODULE_SPEC, lambda params, host: _nvme_queues.part(params, host.fs, host.runner)),
+    # its initramfs listing (seconds) runs in the background while the later sections plan (Part.finish)
+    Concern("nvme_queues", _nvme_queues.MODULE_SPEC,
+            lambda params, host: _nvme_queues.part(params, host.fs, host.runner, defer=True)),
     # a weight needs iocost on the disk: checked against the QoS this call's iocost puts in place
     Concern("cgroups", _cgroup.MODULE_SPEC,
             lambda params, host: _cgroup.part(params, host.fs, host.runner,
@@ -242,22 +244,37 @@ def plan(params, fs, runner):
             names[entry.get("name")] = label
     memory = substrate(params, fs)
     sections, errors = [], ["memory substrate: %s" % m for m in memory["errors"]]
-    host = Host(fs, runner)
-    for concern, label, raw in requests:
-        try:
-            part = concern.plan(_validated(concern, label, raw), host)
-            host.provided.update(getattr(part, "provides", None) or {})
-        except RequestError as e:
-            if all(m.startswith(label + ": ") for m in e.errors):
-                errors.extend(e.errors)     # already named by section (argument spec)
-            else:
+    # Planning writes nothing: what systemd answers is asked once for all sections (PlanReads, one
+    # `systemctl --version` for every cgroup section), until the plan is done.
+    reads = PlanReads(runner) if runner is not None else None
+    host = Host(fs, reads)
+    try:
+        for concern, label, raw in requests:
+            try:
+                part = concern.plan(_validated(concern, label, raw), host)
+                host.provided.update(getattr(part, "provides", None) or {})
+            except RequestError as e:
+                if all(m.startswith(label + ": ") for m in e.errors):
+                    errors.extend(e.errors)     # already named by section (argument spec)
+                else:
+                    errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
+                continue
+            except (ModuleError, ReconcileError, DeviceError, KernelFileError, CommandError) as e:
                 errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
-            continue
-        except (ModuleError, ReconcileError, DeviceError, KernelFileError, CommandError) as e:
-            errors.extend("%s: %s" % (label, strip_invalid(m)) for m in _messages(e))
-            continue
-        errors.extend("%s: %s" % (label, m) for m in part.errors)
-        sections.append(Section(concern, label, part))
+                continue
+            errors.extend("%s: %s" % (label, m) for m in part.errors)
+            sections.append(Section(concern, label, part))
+        # what a section left running in the background while the others planned (nvme_queues' initramfs listing)
+        for section in sections:
+            finish = getattr(section.part, "finish", None)
+            if finish is not None:
+                try:
+                    finish()
+                except (ModuleError, ReconcileError, DeviceError, KernelFileError, CommandError) as e:
+                    errors.extend("%s: %s" % (section.label, strip_invalid(m)) for m in _messages(e))
+    finally:
+        if reads is not None:
+            reads.stop()
     if errors:
         raise RequestError(errors)
     found, warnings = conflicts(fs, host.resolver, sections, host.provided.get("planned_qos") or {})

@@ -73,6 +73,14 @@ class Runner:
             raise CommandError(argv, rc, out, err)
         return rc, out, err
 
+    def start(self, argv):
+        """Start argv (a list) in the background with the C locale; :meth:`Started.wait` gives (rc, stdout, stderr)
+        as :meth:`run` would (CommandError for rc != 0). For a read that takes seconds while the caller goes on."""
+        if isinstance(argv, str):
+            raise TypeError("argv must be a list")
+        return Started(list(argv), subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE, env=c_environ(), close_fds=True))
+
     def run_json(self, argv):
         """Run a tool in its JSON output mode and decode the answer."""
         _rc, out, err = self.run(argv)
@@ -80,6 +88,72 @@ class Runner:
             return json.loads(out)
         except ValueError:
             raise CommandError(argv, 0, out, err, reason="output is not JSON: %r" % out[:200])
+
+
+class Started:
+    """A command :meth:`Runner.start` started; :meth:`wait` once for its (rc, stdout, stderr)."""
+
+    def __init__(self, argv, proc):
+        self.argv = argv
+        self.proc = proc
+
+    def wait(self, check=True):
+        out, err = self.proc.communicate()
+        out, err = out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape")
+        if check and self.proc.returncode != 0:
+            raise CommandError(self.argv, self.proc.returncode, out, err)
+        return self.proc.returncode, out, err
+
+
+def _read_only(argv):
+    """``systemctl --version`` and ``systemctl show ...``: commands that only read systemd's state."""
+    argv = list(argv)
+    return len(argv) >= 2 and os.path.basename(str(argv[0])) == "systemctl" and argv[1] in ("--version", "show")
+
+
+class PlanReads:
+    """A Runner for a call's planning, which writes nothing: the answer of each read-only command
+    (:func:`_read_only`: ``systemctl --version``, ``systemctl show``) is kept and given again for the same
+    argv, so that several sections asking the same (each cgroup section asks systemd's version, a runtime's
+    service is shown by two checks) cost one process. Any other command forgets what was kept, and after
+    :meth:`stop` (the plan is done: the engine reads, writes and reads again) every command runs."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.kept = {}
+        self.active = True
+        self.saved = 0      # commands answered from what was kept (unit tests, profiling)
+
+    def stop(self):
+        self.active = False
+        self.kept = {}
+
+    def which(self, name):
+        return self.runner.which(name)
+
+    def run(self, argv, check=True, data=None, stderr_is_error=False):
+        if not (self.active and data is None and _read_only(argv)):
+            self.kept = {}
+            return self.runner.run(argv, check=check, data=data, stderr_is_error=stderr_is_error)
+        key = tuple(argv)
+        if key in self.kept:
+            self.saved += 1
+        else:
+            self.kept[key] = self.runner.run(argv, check=False)
+        rc, out, err = self.kept[key]
+        if check and (rc != 0 or (stderr_is_error and err.strip())):
+            raise CommandError(argv, rc, out, err)
+        return rc, out, err
+
+    def run_json(self, argv):
+        _rc, out, err = self.run(argv)
+        try:
+            return json.loads(out)
+        except ValueError:
+            raise CommandError(argv, 0, out, err, reason="output is not JSON: %r" % out[:200])
+
+    def __getattr__(self, name):
+        return getattr(self.runner, name)
 
 
 def c_environ():

@@ -6,6 +6,7 @@ bench.py's summary and verdicts. No VM."""
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import types
@@ -193,3 +194,40 @@ def test_state_diff_and_settings_check():
     idle = {"disks": {"lab-nvme-a": {"iocost_qos": "off"}}, "slices": {"inference.slice": None},
             "persisted": ["/etc/sysctl.d/99-sysctl.conf"]}
     assert bench.configured(idle) == []
+
+
+def test_lean_method_and_the_ping_beside_each_no_op():
+    """issue 40: the lean hand-written playbook as a third method, and site.yml's no-op against the ping timed just
+    before it (per pair and of the medians), with the <= 2.5x verdict."""
+    runs, pings = [], []
+    times = {"handwritten": (170, 130, 128), "lean": (80, 60, 62), "site": (30, 20, 22)}
+    for rnd in (1, 2):
+        for m, secs in times.items():
+            for run, t in zip(bench.RUNS, secs):
+                if run.startswith("noop"):
+                    pings.append({"round": rnd, "before": [m, run], "seconds": 8.0 if m == "site" else 4.0})
+                runs.append(_run(m, rnd, run, t + rnd, 2 if m == "site" else 14))
+    summ = bench.summarize(runs, pings)
+    lean, site = [61, 63, 62, 64], [21, 23, 22, 24]     # the no-ops, round 1 then round 2
+    assert summ["ratio"]["lean"]["noop"] == round(statistics.median(lean) / statistics.median(site), 2)
+    assert summ["ratio"]["handwritten"]["converge"] == summ["ratio"]["converge"] == round(171.5 / 31.5, 2)
+    per = [a / b for a, b in zip(lean, site)]
+    assert summ["ratios"]["lean"]["noop"] == {"median": round(statistics.median(per), 2), "min": round(min(per), 2),
+                                              "max": round(max(per), 2), "n": 4}
+    # the site.yml no-op against the ping just before it (8 s), not against the other methods' pings (4 s)
+    assert summ["ping"]["pairs"] == {"median": round(22.5 / 8, 2), "min": round(21 / 8, 2), "max": round(24 / 8, 2),
+                                     "n": 4}
+    assert summ["ping"]["time"]["n"] == 12 and summ["ping"]["ratio_of_medians"] == round(22.5 / 4.0, 2)
+    assert summ["acceptance"]["noop_vs_ping"]["met"] is False
+    fast = [dict(p, seconds=10.0) for p in pings]
+    assert bench.summarize(runs, fast)["acceptance"]["noop_vs_ping"]["met"] is True     # 22.5 / 10 <= 2.5
+    text = bench.markdown({"meta": {"date": "d", "guest": "g", "ansible_core": "c", "git": "h", "tree": ["t"],
+                                    "rounds": 2, "warmup": False, "accel": "tcg"},
+                           "summary": summ, "runs": runs, "pings": pings})
+    assert "| lean hand-written / site.yml |" in text and "≤ 2.5× (NOT met)" in text
+    # a subset of the methods (--methods lean,site): no issue 22 verdict without handwritten.yml
+    subset = [r for r in runs if r["method"] != "handwritten"]
+    text = bench.markdown({"meta": {"date": "d", "guest": "g", "ansible_core": "c", "git": "h", "tree": ["t"],
+                                    "rounds": 2, "warmup": False, "accel": "tcg"},
+                           "summary": bench.summarize(subset, pings), "runs": subset, "pings": pings})
+    assert "Issue 22" not in text and "| hand-written |" not in text

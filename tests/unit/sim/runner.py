@@ -27,6 +27,7 @@ class FakeRunner(object):
         self.tools = tools if callable(tools) else dict(tools or {})
         self.default = default
         self.calls = []
+        self.started = []
 
     def answer(self, argv, response):
         """Answer ``argv`` (a list or tuple; ending in ``...``: every argv starting so) with ``response``."""
@@ -40,6 +41,17 @@ class FakeRunner(object):
         assert isinstance(argv, list), "argv must be a list"
         self.calls.append(list(argv))
         return self.respond(list(argv))
+
+    def start(self, argv):
+        """Like the production Runner's ``start``: the command answered now (recorded in ``calls`` and ``started``),
+        its answer (or the exception it raises) given by ``wait()``."""
+        assert isinstance(argv, list), "argv must be a list"
+        self.calls.append(list(argv))
+        self.started.append(list(argv))
+        try:
+            return _Started(self.respond(list(argv)), None)
+        except Exception as e:  # pylint: disable=broad-except
+            return _Started(None, e)
 
     def __call__(self, argv):
         return self.run(argv)
@@ -61,3 +73,13 @@ class FakeRunner(object):
     def called(self, tool):
         """The recorded calls of ``tool`` (matched on argv[0]'s base name)."""
         return [c for c in self.calls if os.path.basename(c[0]) == tool]
+
+
+class _Started(object):
+    def __init__(self, response, error):
+        self.response, self.error = response, error
+
+    def wait(self, check=True):
+        if self.error is not None:
+            raise self.error
+        return self.response

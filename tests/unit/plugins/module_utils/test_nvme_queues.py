@@ -575,3 +575,29 @@ def test_initramfs_check_mode_plans_the_rebuild(tmp_path):
     result = lab.run(check_mode=True, poll_queues=1, update_initramfs=True)
     assert result["changed"] is True and lab.runner.called("update-initramfs") == [] and lab.conf() is None
     assert result["diff"]["after"][INITRD] == {"includes_options": True, "up_to_date": True}
+
+
+def test_host_profile_lists_the_initramfs_in_the_background_and_finishes_before_the_run(tmp_path):
+    """host_profile (defer): the listing starts while planning and its answer, taken by finish(), gives the same
+    settings as the module's own plan (the rebuild last) - nothing is written before."""
+    lab = Lab(tmp_path, initramfs=LAB_INITRAMFS + NVME_IN_INITRAMFS)
+    params = {"poll_queues": 1, "update_initramfs": True}
+    deferred = nq.part(dict(params), lab.sim, lab.runner, defer=True)
+    assert lab.runner.started == [["/usr/bin/lsinitramfs", INITRD]]
+    assert not any(isinstance(s, nq.InitramfsUpdate) for s in deferred.settings), "not decided before finish()"
+    deferred.finish()
+    deferred.finish()   # once
+    assert len(lab.runner.called("lsinitramfs")) == 1
+    now = nq.part(dict(params), lab.sim, lab.runner)
+    assert [type(s).__name__ for s in deferred.settings] == [type(s).__name__ for s in now.settings]
+    assert isinstance(deferred.settings[-1], nq.InitramfsUpdate)
+    assert lab.sim.writes == []
+
+
+def test_a_failed_background_listing_is_the_same_warning(tmp_path):
+    lab = Lab(tmp_path)
+    lab.runner.answer(["/usr/bin/lsinitramfs", Ellipsis], nq.CommandError(["lsinitramfs", INITRD], 1, "", "corrupt"))
+    deferred = nq.part({"poll_queues": 1}, lab.sim, lab.runner, defer=True)
+    deferred.finish()
+    result = deferred.report({"changed": False, "diff": {"before": {}, "after": {}}, "values": {}}, True)
+    assert any("cannot list %s" % INITRD in w and "corrupt" in w for w in result["warnings"])
