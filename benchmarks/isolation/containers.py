@@ -89,8 +89,8 @@ def charge_problems(run):
         other = ANTAGONIST_SLICE if slice_ == READER_SLICE else READER_SLICE
         stray = _num((io.get(other) or {}).get(key)) or 0
         if not (run.get("reader") and run.get("antagonist")) and stray > moved * STRAY_SHARE:
-            problems.append("%s ran alone, yet %s was charged %d %s (the job moved %d)" % (where, other, stray, key,
-                                                                                         moved))
+            problems.append("%s ran alone, yet %s was charged %d %s (the job moved %d)"
+                            % (where, other, stray, key, moved))
     return problems
 
 
@@ -197,6 +197,14 @@ def _ms(ns):
     return "-" if ns is None else "%.2f ms" % (ns / 1e6)
 
 
+def _times(value):
+    return "%.2fx" % value
+
+
+def _whole(value):
+    return "%.0f" % value
+
+
 def _range(agg, fmt):
     if agg.get("median") is None:
         return "-"
@@ -208,8 +216,6 @@ def _range(agg, fmt):
 def markdown(results, rows):
     """The side-by-side table: per pair and launcher the protection ratio, the p99s and the antagonist's work."""
     meta = results.get("meta") or {}
-    x = lambda v: "%.2fx" % v  # noqa: E731
-    num = lambda v: "%.0f" % v  # noqa: E731
     lines = ["# Isolation smoke pair: systemd-run and containers", "",
              "Guest %s (kernel %s), %s; roles applied once; %s repeats of %s s (ramp %s s), each repeat both launchers "
              "(order alternating). Reader in inference.slice, antagonist in training.slice: as transient units "
@@ -227,9 +233,9 @@ def markdown(results, rows):
         for launcher in LAUNCHERS:
             f = row[launcher]
             lines.append("| %s | %s | %s | %s | %s | %s | %s %s | %s %s | %s |" % (
-                row["reader"], row["antagonist"], launcher, _range(f["ratio"], x), _range(f["p99_pair"], _ms),
-                _range(f["p99_solo"], _ms), _range(f["antagonist"], num), row["unit"],
-                _range(f["antagonist_solo"], num), row["unit"],
+                row["reader"], row["antagonist"], launcher, _range(f["ratio"], _times), _range(f["p99_pair"], _ms),
+                _range(f["p99_solo"], _ms), _range(f["antagonist"], _whole), row["unit"],
+                _range(f["antagonist_solo"], _whole), row["unit"],
                 "" if launcher == "systemd-run" else (row["verdict"] or "-")))
     lines += ["", "same?: the containers' median ratio within the systemd-run range (else differs)."]
     return "\n".join(lines) + "\n"
