@@ -221,7 +221,7 @@ bench-isolation-smoke: lab-images
 # The smoke pair through containers (issue 37; NOT in make test, whose 40 minutes it would overrun): per repeat the
 # smoke cells as transient units (systemd-run) and in containers (reader: Docker, inference.slice; antagonist: Podman,
 # training.slice; the image built in the guest from its Debian packages), 5 repeats, side by side. About 35 minutes
-# under TCG (boot, dockerd and image 5 minutes, roles 4, each repeat 5). Report: .cache/bench-isolation-containers/
+# under TCG, estimated (boot, dockerd and image 5 minutes, roles 4, each repeat 5), not yet timed. Report: .cache/bench-isolation-containers/
 # results.md (docs/isolation.md, "Through containers").
 bench-isolation-containers: lab-images
 	$(BIN)/python benchmarks/isolation/bench.py --containers --name bench-iso-ctr --tcg-thread single --out $(CACHE)/bench-isolation-containers $(BENCH_ARGS)
