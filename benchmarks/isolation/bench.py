@@ -54,10 +54,20 @@ With --probe (the default) every cell also records the block layer's latency per
 submit_bio to bio_endio, with the collection's eBPF probe (io_latency's bpftrace program, run by
 guest.py around the jobs; the sweep runs without it): count, percentiles and histogram beside fio's.
 
+--containers (make bench-isolation-containers, issue 37) runs the smoke pair (--smoke's cells, runs and checks) once
+per repeat as transient units (systemd-run) and once in containers: the reader in a Docker container with
+--cgroup-parent=inference.slice, the antagonist in a Podman container with --cgroup-parent=training.slice, from an image
+built in the guest out of its Debian packages (guest.py's `containers`; nothing is pulled). The roles are applied once;
+the two launchers alternate their order from repeat to repeat. Besides the smoke checks per launcher it checks that
+each container ran below its slice and the slice was charged its I/O, and that the antagonist ran through the reader's
+measured seconds (containers.py); results.json and results.md then set the two launchers' protection ratios (reader
+p99 against its solo p99) side by side, with their range over the repeats.
+
 Writes results.json, results.md, report.html and the plots under --out (report.py).
 
   .venv/bin/python benchmarks/isolation/bench.py              (or: make bench-isolation)
   .venv/bin/python benchmarks/isolation/bench.py --smoke      (one configuration, seconds; make test)
+  .venv/bin/python benchmarks/isolation/bench.py --containers (the smoke pair, systemd-run and containers)
 """
 
 import argparse
@@ -70,6 +80,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import containers  # noqa: E402  pylint: disable=wrong-import-position
 import guest  # noqa: E402  pylint: disable=wrong-import-position
 import report  # noqa: E402  pylint: disable=wrong-import-position
 from labvm import (LAB, accel, add_vm_args, ansible_playbook, disk_capacity, guest_script, module_utils, sh, vm,  # noqa: E402  pylint: disable=wrong-import-position
@@ -129,6 +140,8 @@ SLICES = (report.READER_SLICE, report.ANTAGONIST_SLICE)
 # make test's other stages: there the two systemd-runs took 2.22 and 2.63 s (CI, 2026-12-06), so it waits longer.
 PROBE_MARGIN = 2
 SMOKE_PROBE_MARGIN = 6
+# --containers: repeats unless --repeats says (each repeat: the smoke cells twice, about 5 minutes under TCG)
+CONTAINER_REPEATS = 5
 # How far outside fio's count (plus its ramp) the probe's count of the reader's I/Os may be. Two smoke
 # runs on Debian 12 under TCG (3 s, 1 s ramp), probe / fio: 14469 / 10749 and 16053 / 12084 alone,
 # 11875 / 9070 and 9186 / 7851 against seqwrite1m - the probe counted fio's ramp too (its reads began
@@ -409,6 +422,76 @@ def cpu_pair_check(results):
     return problems
 
 
+def containers_defaults(a, argv):
+    """--containers: CONTAINER_REPEATS repeats, the name and output directory of its own, unless given."""
+    given = [arg.split("=", 1)[0] for arg in argv if arg.startswith("--")]
+    for key, value in (("repeats", CONTAINER_REPEATS), ("name", "bench-iso-ctr"),
+                       ("out", os.path.join(REPO, ".cache", "bench-isolation-containers"))):
+        if not any(("--" + key).startswith(name) for name in given):
+            setattr(a, key, value)
+    a.smoke = False       # its single repeat and verdict are the containers run's, per launcher
+    return a
+
+
+def containers_run(lab, a, results, pairs, fresh, db):
+    """The roles once, then per repeat the smoke cells under each launcher (order alternating), into results."""
+    results["meta"]["repeats"] = a.repeats
+    results["launchers"] = list(containers.LAUNCHERS)
+    took = apply(lab, "roles", fresh, db, a.roles_vars)
+    results["timings"]["apply"]["roles"] = [took]
+    readers, antagonists = results["readers"], results["antagonists"]
+    for rep in range(1, a.repeats + 1):
+        order = containers.LAUNCHERS if rep % 2 else tuple(reversed(containers.LAUNCHERS))
+        for launcher in order:
+            spec = {"serial": DEVICE, "mount": MOUNT, "seconds": a.seconds, "ramp": a.ramp,
+                    "cells": cells_for("roles", True, readers, antagonists, pairs),
+                    "rates": fio_rates(results["rates"]), "launcher": launcher}
+            if a.probe:
+                spec["probe"] = probe_spec(a.seconds, a.ramp, a.probe_margin)
+            t0 = time.time()
+            got = lab.guest("cells", spec)
+            results["timings"]["cells"].setdefault(launcher, []).append(round(time.time() - t0, 1))
+            results["settings"]["roles"] = got["settings"]
+            results["meta"].update(kernel=got["kernel"], fio=got["fio"])
+            for c in got["cells"]:
+                c.update(config="roles", repeat=rep, launcher=launcher)
+                if "probe_raw" in c:
+                    c["probe"] = probe_figures(c.pop("probe_raw"), got.get("bpftrace"))
+                results["runs"].append(c)
+                if a.verbose:
+                    print(json.dumps(c)[:400], flush=True)
+            print("repeat %d %s: %d runs in %.0f s" % (rep, launcher, len(got["cells"]), time.time() - t0), flush=True)
+            with open(os.path.join(a.out, "results-partial.json"), "w") as f:
+                json.dump(results, f)
+
+
+def containers_check(results):
+    """The smoke run's checks per launcher, and containers.py's (placement, charge, overlap)."""
+    problems = []
+    for launcher in containers.LAUNCHERS:
+        view = dict(results, runs=containers.launcher_runs(results, launcher))
+        problems += ["%s: %s" % (launcher, p) for p in smoke_check(view)] if view["runs"] else []
+    return problems + containers.problems(results)
+
+
+def containers_report(results, out):
+    """results.json and results.md of a containers run; SystemExit listing what did not hold."""
+    rows = containers.protection(results)
+    results["protection"] = rows
+    problems = results["problems"] = containers_check(results)
+    text = containers.markdown(results, rows)
+    if problems:
+        text += "\nThe run's checks failed:\n\n" + "".join("- %s\n" % p for p in problems)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(text)
+    print(text)
+    print("wrote results.json, results.md in %s (total %.0f s)" % (out, results["timings"]["total"]))
+    if problems:
+        raise SystemExit("the containers run did not measure what it says:\n  " + "\n  ".join(problems))
+
+
 def probe_spec(seconds, ramp, margin=PROBE_MARGIN):
     """The cell spec's probe: a window over fio's ramp (forgotten, as fio's --ramp_time) and its runtime."""
     window = ramp + seconds + margin
@@ -597,6 +680,10 @@ def main():
                     help="JSON: roles_cpuset's inference_cpus and training_cpus; default %s" % json.dumps(CPUSET_VARS))
     ap.add_argument("--smoke", action="store_true",
                     help="one configuration (roles), the pairs of SMOKE_PAIRS (one rate-bound), 3 s runs, one repeat")
+    ap.add_argument("--containers", action="store_true",
+                    help="the smoke pair (as --smoke) each repeat both as transient units and in containers (reader: "
+                         "Docker in inference.slice, antagonist: Podman in training.slice), side by side; --repeats "
+                         "(default here %d), --name and --out as given" % CONTAINER_REPEATS)
     ap.add_argument("--sweep", action=argparse.BooleanOptionalAction, default=True,
                     help="afterwards, every pair under the calibrated model with each QoS of SWEEP (trade-off plots; "
                          "needs the roles_calibrated configuration)")
@@ -613,8 +700,13 @@ def main():
     if a.cpu_pair:
         cpu_pair_defaults(a, sys.argv[1:])
     pairs = None
-    if a.smoke:
+    if a.containers:
+        containers_defaults(a, sys.argv[1:])
+    if a.smoke or a.containers:
+        repeats = a.repeats
         a.configs, a.repeats, a.seconds, a.ramp, a.probe_margin = "roles", 1, 3, 1, SMOKE_PROBE_MARGIN
+        if a.containers:
+            a.repeats = repeats
         a.readers = ",".join(dict.fromkeys(pair[0] for pair in SMOKE_PAIRS))
         a.antagonists = ",".join(dict.fromkeys(pair[1] for pair in SMOKE_PAIRS))
         a.sweep, pairs = False, SMOKE_PAIRS
@@ -676,6 +768,13 @@ def main():
             print("rate-bound readers from the %s: %s" % (results["rates"]["source"], json.dumps(fio_rates(results["rates"]))),
                   flush=True)
         fresh = not a.reuse
+        if a.containers:
+            results["meta"]["containers"] = lab.guest("containers", {})
+            results["meta"]["runtimes"] = results["meta"]["containers"]["versions"]
+            print("containers: image %(image)s (built for %(built)s), %(versions)s" % results["meta"]["containers"],
+                  flush=True)
+            containers_run(lab, a, results, pairs, fresh, db)
+            fresh, a.repeats = False, 0      # the loop below has nothing left to run
         for rep in range(1, a.repeats + 1):
             for i, config in enumerate(configs):
                 took = apply(lab, config, fresh, db, a.roles_vars, a.iolatency_us, a.cpuset_vars)
@@ -709,11 +808,14 @@ def main():
             sweep(lab, a, db, readers, antagonists, results)
     results["meta"]["accel"] = accel()
     results["meta"]["host"]["load_end"] = [round(x, 2) for x in os.getloadavg()]
-    if a.unthrottled_reference not in ("", "none") and not a.smoke:
+    if a.unthrottled_reference not in ("", "none") and not a.smoke and not a.containers:
         with open(a.unthrottled_reference) as f:
             results["unthrottled"] = dict(json.load(f), source=os.path.relpath(a.unthrottled_reference, REPO))
         results["unthrottled"].pop("summary", None)
     results["timings"]["total"] = round(time.time() - t_start, 1)
+    if a.containers:
+        containers_report(results, a.out)
+        return
     written = report.write(results, a.out)
     print(written["markdown"])
     print("wrote %s (total %.0f s)" % (", ".join(written["files"]), results["timings"]["total"]))

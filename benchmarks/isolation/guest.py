@@ -21,6 +21,18 @@
            of the guest; every cell also gets the CPU time each slice used (cpu.stat) and the CPUs and memory
            nodes each job was allowed (its cpuset, from /proc/PID/status).
 
+  containers {}  the --containers run's runtimes ready: docker.service started (the lab image has it disabled at
+           boot), the image IMAGE built from the guest's own Debian packages - busybox-static and fio with the
+           libraries it links (ldd) in a root filesystem, `docker import` and `podman import`, nothing pulled - once
+           per runtime; prints the runtimes' versions and the image's files.
+
+With "launcher": "containers" in the cells spec each job runs in a container instead of a transient unit: the reader
+in a Docker container with --cgroup-parent=inference.slice, the antagonist in a Podman container with
+--cgroup-parent=training.slice (CONTAINERS), both created first and held at a gate (a FIFO the container's shell
+reads before it execs fio), then - after the probe attached - released together, so the containers' start-up (seconds
+under TCG) is in no job's figures. A cell then also records each container's cgroup (from /proc/PID/cgroup), the
+I/O its own cgroup was charged (io.stat, last sample while it ran) and its exit status.
+
 Standard library only; fio with JSON output; no shell.
 """
 
@@ -41,6 +53,15 @@ RUN = "/run/aiinfra-bench"
 ATTACH_TIMEOUT = 60
 # After the window the program prints its maps and exits; this long past the window it is stopped.
 PROBE_GRACE = 30
+
+# --containers: the runtime of each role (bench.py's containers pair) and the image both run, built in the guest.
+CONTAINERS = {"reader": "docker", "antagonist": "podman"}
+IMAGE = "localhost/aiinfra-bench/fio:1"
+# The container's command: wait at the gate (a FIFO, $1), then become the job. busybox sh, no loop: read blocks until
+# the benchmark opens the FIFO and writes a line.
+GATE_SH = 'read -r _ < "$1"; shift; exec "$@"'
+# A container that is not at its gate this long after `run -d` returned (it is there at once when it works).
+GATE_TIMEOUT = 60
 
 # fio job per profile: (file, argv). Readers read the reader file; the shuffle reads the checkpoint
 # file, the checkpoint writers write theirs, so no two jobs share blocks. The QD1 readers use psync:
@@ -262,6 +283,8 @@ def stats(path, role):
         v = pct.get("%.6f" % p)
         return int(v) if v is not None else None
     return {"dir": side, "iops": d["iops"], "bw_bytes": d["bw_bytes"], "ios": d.get("total_ios"),
+            # the bytes of the measured seconds; when fio wrote its output (the end, epoch ms): when the job measured
+            "io_bytes": d.get("io_bytes"), "end_ms": doc.get("timestamp_ms"),
             "runtime_ms": d.get("runtime"), "clat_ns": {"p50": at(50), "p99": at(99), "p99.9": at(99.9)},
             "percentiles": dict((k, int(v)) for k, v in pct.items()), "rate": requested_rate(job)}
 
@@ -319,6 +342,13 @@ def allowed(unit, slice_, root="/sys/fs/cgroup", proc="/proc"):
     return None
 
 
+def job_state(job):
+    """A job's state as systemd names it: a unit's own; a container's "active" while its process runs."""
+    if job[3] is None:
+        return unit_state(job[0])
+    return "active" if pid_alive(job[3]["pid"]) else "inactive"
+
+
 def unit_state(unit):
     res = run(["systemctl", "show", "-P", "ActiveState", unit], check=False)
     return res.stdout.strip() or "inactive"
@@ -333,6 +363,123 @@ def start(role, profile, spec, index):
     argv = ["systemd-run", "--quiet", "--unit=" + unit, "--slice=" + SLICES[role], "--"] + job_argv(profile, spec, out)
     run(argv)
     return unit + ".service", out
+
+
+def ldd_paths(text):
+    """The files a dynamically linked program loads, from ldd's output: each library's resolved path and the
+    program interpreter (the line without "=>"); vDSO and unresolved lines ("not found") left out."""
+    paths = []
+    for line in text.splitlines():
+        line = line.strip()
+        name, arrow, rest = line.partition("=>")
+        where = (rest if arrow else name).strip().split(" (", 1)[0].strip()
+        if where.startswith("/") and where not in paths:
+            paths.append(where)
+    return paths
+
+
+def proc_cgroup(pid, proc="/proc"):
+    """A process's cgroup v2 path ("/inference.slice/docker-<id>.scope"), None when it has ended."""
+    for line in (read(os.path.join(proc, str(pid), "cgroup")) or "").splitlines():
+        if line.startswith("0::"):
+            return line[3:].strip()
+    return None
+
+
+def pid_alive(pid, proc="/proc"):
+    """Whether a process runs (a zombie, waiting for its runtime's shim to reap it, has ended)."""
+    stat = read(os.path.join(proc, str(pid), "stat"))
+    if not stat:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
+def image_files():
+    """{path in the image: file in the guest}: busybox (sh, for the gate) and fio with every library it loads."""
+    fio = shutil.which("fio")
+    busybox = shutil.which("busybox")
+    if not fio or not busybox:
+        raise SystemExit("the guest lacks %s (the lab image installs fio and busybox-static)"
+                         % " and ".join(n for n, p in (("fio", fio), ("busybox", busybox)) if not p))
+    files = {"/bin/busybox": busybox, "/usr/bin/fio": fio}
+    for path in ldd_paths(run(["ldd", fio]).stdout):
+        files[path] = path
+    return files
+
+
+def containers(spec):
+    """The runtimes ready for a containers cell: dockerd started, IMAGE in both stores (built once)."""
+    run(["systemctl", "start", "docker.service"])
+    files = image_files()
+    built = []
+    for rt in sorted(set(CONTAINERS.values())):
+        if run([rt, "image", "inspect", IMAGE], check=False).returncode == 0:
+            continue
+        root = os.path.join(RUN, "image-root")
+        shutil.rmtree(root, ignore_errors=True)
+        for inside, host in files.items():
+            target = root + inside
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy(host, target)           # the file a library's symlink names, under the symlink's name
+        os.symlink("busybox", os.path.join(root, "bin", "sh"))
+        os.makedirs(os.path.join(root, "tmp"), mode=0o1777, exist_ok=True)
+        tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+        res = subprocess.run([rt, "import", "-", IMAGE], stdin=tar.stdout, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, universal_newlines=True, check=False)
+        tar.stdout.close()
+        tar.wait()
+        shutil.rmtree(root, ignore_errors=True)
+        if res.returncode != 0 or tar.returncode != 0:
+            raise SystemExit("%s import of %s: rc %d: %s" % (rt, IMAGE, res.returncode, res.stderr.strip()))
+        built.append(rt)
+    return {"image": IMAGE, "files": sorted(files), "built": built,
+            "versions": dict((rt, run([rt, "--version"]).stdout.strip()) for rt in sorted(set(CONTAINERS.values())))}
+
+
+def container_start(role, profile, spec, index):
+    """The job's container created and held at its gate: {"runtime", "name", "pid", "cgroup", "gate", "out"}."""
+    rt = CONTAINERS[role]
+    name = "aiinfra-bench-%s-%d" % (role, index)
+    out = os.path.join(RUN, "%s-%d.json" % (role, index))
+    gate = os.path.join(RUN, "gate-%s-%d" % (role, index))
+    for path in (out, gate):
+        if os.path.exists(path):
+            os.unlink(path)
+    os.mkfifo(gate)
+    run([rt, "rm", "-f", name], check=False)
+    # Debian 12's dockerd refuses a container under AppArmor without apparmor_parser (not in the lab image):
+    # unconfined, for both runtimes alike (molecule/colocated/tasks/containers.yml)
+    run([rt, "run", "-d", "--name", name, "--cgroup-parent=" + SLICES[role], "--network", "none",
+         "--security-opt", "apparmor=unconfined", "-v", "%s:%s" % (spec["mount"], spec["mount"]),
+         "-v", "%s:%s" % (RUN, RUN), IMAGE, "/bin/sh", "-c", GATE_SH, "sh", gate] + job_argv(profile, spec, out))
+    pid = int(run([rt, "inspect", "-f", "{{.State.Pid}}", name]).stdout.strip() or 0)
+    return {"runtime": rt, "name": name, "pid": pid, "cgroup": proc_cgroup(pid) if pid else None, "gate": gate,
+            "out": out}
+
+
+def container_release(job):
+    """Let a container past its gate; SystemExit when it is not waiting there."""
+    deadline = time.monotonic() + GATE_TIMEOUT
+    while True:
+        try:
+            fd = os.open(job["gate"], os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:              # ENXIO: nobody reads the FIFO (yet)
+            if time.monotonic() > deadline or not pid_alive(job["pid"]):
+                raise SystemExit("%s container %s is not waiting at its gate %s (%s)"
+                                 % (job["runtime"], job["name"], job["gate"], e.strerror))
+            time.sleep(0.1)
+    try:
+        os.write(fd, b"go\n")
+    finally:
+        os.close(fd)
+
+
+def container_end(job):
+    """The container's exit status, then the container removed."""
+    res = run([job["runtime"], "wait", job["name"]], check=False)
+    run([job["runtime"], "rm", "-f", job["name"]], check=False)
+    return int(res.stdout.strip()) if res.stdout.strip().isdigit() else None
 
 
 def job_argv(profile, spec, out):
@@ -416,15 +563,33 @@ def cgroup_ids(into, root="/sys/fs/cgroup"):
 
 def cell(spec, c, index, majmin):
     os.makedirs(RUN, exist_ok=True)
-    probe = Probe(spec["probe"]["program"], index) if spec.get("probe") else None
+    boxed, probe = {}, None
     try:
-        return _cell(spec, c, index, majmin, probe)
+        if spec.get("launcher") == "containers":
+            # The containers first, held at their gates: their start-up (seconds under TCG) is before the probe's
+            # window and no part of the cell.
+            for role in ("antagonist", "reader"):
+                if c.get(role):
+                    boxed[role] = container_start(role, c[role], spec, index)
+        probe = Probe(spec["probe"]["program"], index) if spec.get("probe") else None
+        if not boxed:
+            return _cell(spec, c, index, majmin, probe)
+        res = _cell(spec, c, index, majmin, probe, boxed)
+        for role, job in list(boxed.items()):
+            res[role + "_container"] = {"runtime": job["runtime"], "cgroup": job["cgroup"], "io": job.get("io"),
+                                        "exit": container_end(job)}
+            del boxed[role]
+        return res
     finally:
         if probe:
             probe.close()
+        for job in boxed.values():      # a cell that failed leaves no container behind
+            run([job["runtime"], "rm", "-f", job["name"]], check=False)
 
 
-def _cell(spec, c, index, majmin, probe):
+def _cell(spec, c, index, majmin, probe, boxed=None):
+    """One cell's jobs started (transient units, or the containers of `boxed` let past their gates), polled until
+    they end, and their figures."""
     if c.get("antagonist") == "buffered" or c.get("reader") == "buffered":
         # Start from a clean page cache so each buffered run dirties the same amount.
         run(["sync"])
@@ -439,8 +604,14 @@ def _cell(spec, c, index, majmin, probe):
     jobs = {}
     # The antagonist first: the reader meets it already running (both ramp before measuring).
     for role in ("antagonist", "reader"):
-        if c.get(role):
-            jobs[role] = start(role, c[role], spec, index)
+        if c.get(role) and boxed:
+            container_release(boxed[role])
+            # the cgroup below its slice, as the unit's: "<slice>/<rest>" -> (rest, slice)
+            where = (boxed[role]["cgroup"] or "/").lstrip("/").partition("/")
+            jobs[role] = (where[2], boxed[role]["out"], where[0], boxed[role])
+        elif c.get(role):
+            unit, out = start(role, c[role], spec, index)
+            jobs[role] = (unit, out, SLICES[role], None)
     # The jobs' ramp the probe also counts (its warm-up began at the attach): how late they started.
     started = round(time.monotonic() - probe.attached, 2) if probe else None
     # A unit's cgroup is gone once it ends: its id is taken while it runs.
@@ -449,12 +620,13 @@ def _cell(spec, c, index, majmin, probe):
     deadline = t0 + spec["seconds"] + spec["ramp"] + 60
     measuring_from = t0 + spec["ramp"] + 0.5
     while True:
-        states = dict((role, unit_state(job[0])) for role, job in jobs.items())
+        states = dict((role, job_state(job)) for role, job in jobs.items())
         if all(s in ("inactive", "failed") for s in states.values()):
             break
         if time.monotonic() > deadline:
             for job in jobs.values():
-                run(["systemctl", "stop", job[0]], check=False)
+                if job[3] is None:
+                    run(["systemctl", "stop", job[0]], check=False)
             raise SystemExit("cell %s did not end within %d s" % (c, deadline - t0))
         if time.monotonic() >= measuring_from and majmin:
             v = vrate(majmin)
@@ -462,9 +634,12 @@ def _cell(spec, c, index, majmin, probe):
                 samples.append(v)
             for role, job in jobs.items():
                 if role not in unit_threads:
-                    unit_threads[role] = threads(job[0], SLICES[role])
+                    unit_threads[role] = threads(job[0], job[2])
                 if not unit_cpus.get(role):
-                    unit_cpus[role] = allowed(job[0], SLICES[role])
+                    unit_cpus[role] = allowed(job[0], job[2])
+                if job[3] is not None and states[role] == "active":
+                    # the container's own cgroup goes with it: its last reading while it ran
+                    job[3]["io"] = io_stat(os.path.join(job[2], job[0]), majmin) or job[3].get("io")
         cgroup_ids(cgroups)
         time.sleep(0.5)
     wall = time.monotonic() - t0
@@ -484,7 +659,7 @@ def _cell(spec, c, index, majmin, probe):
            # CPUs each slice used on average over the cell, as the guest accounts them
            "cpu": dict((s, round((cpu_after[s] - cpu_before[s]) / 1e6 / wall, 3)) for s in SLICES.values()
                        if cpu_before[s] is not None and cpu_after[s] is not None)}
-    for role, (unit, out) in jobs.items():
+    for role, (unit, out, _where, _boxed) in jobs.items():
         res[role + "_threads"] = unit_threads.get(role)
         res[role + "_cpus"] = unit_cpus.get(role)
         if c[role] in CPU_PROFILES:
@@ -526,7 +701,7 @@ def qos(spec):
 
 def main():
     action, spec = sys.argv[1], json.loads(base64.b64decode(sys.argv[2]))
-    result = {"prepare": prepare, "cells": cells, "qos": qos}[action](spec)
+    result = {"prepare": prepare, "cells": cells, "qos": qos, "containers": containers}[action](spec)
     print(json.dumps(result))
 
 
