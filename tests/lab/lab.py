@@ -1106,6 +1106,8 @@ def _start_qemu(inst: Instance, common: list[str]) -> tuple[int, dict]:
 
 
 def cmd_up(a) -> None:
+    if a.hotplug and a.numa:
+        die("--hotplug and --numa both place nvme-b (a hot-pluggable root port, node 1's expander bridge); give one")
     ensure_host_tools(RUN_TOOLS)
     recipe = load_recipe()
     if a.guest not in recipe["guests"]:
@@ -1114,8 +1116,6 @@ def cmd_up(a) -> None:
             not s or len(s.encode()) > VIRTIO_SERIAL_MAX or not all(" " <= c <= "~" for c in s) for s in a.identity_disk):
         die(f"--identity-disk takes up to {len(PCI_IDENTITY_SLOTS)} serials of 1 to {VIRTIO_SERIAL_MAX} printable "
             f"ASCII characters, not {a.identity_disk!r}")
-    if a.hotplug and a.numa:
-        die("--hotplug and --numa both place nvme-b (a hot-pluggable root port, node 1's expander bridge); give one")
     inst = Instance(a.name or a.guest)
     img = ensure_image(a.guest, full_verify=a.verify)
     manifest = read_json(img / "manifest.json") or {}
