@@ -94,8 +94,7 @@ def main():
         inv = os.path.join(REPO, ".cache", "%s-inventory.yml" % args.name)
         with open(inv, "w") as f:
             f.write(lab("inventory", args.name).stdout)
-        capacity = [d for d in open(inv).read().splitlines() if '"serial": "%s"' % DISK in d]
-        iops_cap = int(capacity[0].split('"capacity_iops": "')[1].split('"')[0])
+        iops_cap = json.loads(lab("instance-config", args.name).stdout)[0]["disk_capacity"][DISK]["iops"]
         groups = os.path.join(REPO, ".cache", "%s-groups.yml" % args.name)
         with open(groups, "w") as f:
             f.write("all:\n  children:\n    inference:\n      hosts:\n        %s:\n    training:\n      hosts:\n"
