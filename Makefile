@@ -20,13 +20,13 @@ export LANG := C.UTF-8
 # promtool (make promtool) for the Prometheus rule and metric tests.
 export PATH := $(abspath $(BIN)):$(abspath $(CACHE))/promtool/usr/bin:$(PATH)
 
-.PHONY: help setup apt venv tree collections promtool check demo-test record-summaries unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-cpu bench-isolation-smoke bench-isolation-containers bench-ceiling bench-rollout bench-vrate-pin bench-fleet lab-fleet-report
+.PHONY: help setup apt venv tree collections promtool check demo-test record-summaries unit sanity lint build docs docs-check changelog-check py39-check ee-check lab-images lab-kernel lab-test $(LAB_STAGES) test test-newest demo demo-local clean constraints bench-calibration bench-isolation bench-isolation-cpu bench-isolation-smoke bench-isolation-containers bench-ceiling bench-rollout bench-vrate-pin bench-fleet lab-fleet-report lab-hot-remove lab-under-load
 
 help:
 	@echo "make demo   - set up and run the collection's main job on the built-in lab"
 	@echo "make test   - set up and run every test (make check: the stages that need no VM)"
 	@echo "make unit | sanity | py39-check | ee-check | lint | build | docs-check | docs | changelog-check | test-newest | bench-isolation-smoke"
-	@echo "make lab-test (all scenarios) | $(LAB_STAGES) | lab-fleet-report"
+	@echo "make lab-test (all scenarios) | $(LAB_STAGES) | lab-fleet-report | lab-hot-remove | lab-under-load"
 	@echo "make demo-local | lab-kernel | bench-calibration | bench-isolation | bench-isolation-cpu | bench-isolation-containers | bench-ceiling | bench-vrate-pin | bench-rollout | bench-fleet | clean"
 
 # Apt packages the tool chain needs; installed only when missing (root on CI machines).
@@ -212,6 +212,19 @@ bench-fleet: setup
 # Reports in .cache/lab-fleet-report/ (KEEP_LAB=1 leaves the guests running). About 9 minutes (557 s on 2026-12-07).
 lab-fleet-report: lab-images
 	$(BIN)/python tests/lab/fleet_report.py $(abspath $(BIN))
+
+# A disk hot-removed mid-run (issue 38; not part of make test): lab-nvme-b behind a hot-pluggable PCIe root port, removed
+# (QMP device_del) between site.yml's io_facts and its apply, and during iocost_calibrate; purge.yml then removes its
+# rules (tests/lab/hot_remove.py, docs/reliability.md). About 20 minutes under TCG. LAB_GUEST=debian12|debian13.
+LAB_GUEST ?= debian12
+lab-hot-remove: lab-images
+	$(BIN)/python tests/lab/hot_remove.py $(abspath $(BIN)) --guest $(LAB_GUEST) $(LAB_ARGS)
+
+# site.yml and verify.yml under load (issue 38; not part of make test): idle, then with a shuffle saturating the
+# device-bound lab disk and a CPU hog on both vCPUs; a rate-bound reader in inference.slice against the isolation
+# target before and after the roles (tests/lab/under_load.py, docs/reliability.md). About 30 minutes under TCG.
+lab-under-load: lab-images
+	$(BIN)/python tests/lab/under_load.py $(abspath $(BIN)) --guest $(LAB_GUEST) $(LAB_ARGS)
 
 # The same benchmark cut to one configuration and a few seconds, so that it cannot rot (make test). Its
 # guest runs under single-threaded TCG: a kprobe attached while the other vCPU runs the probed function

@@ -11,10 +11,11 @@ script runs on the controller (Python 3.11, stdlib only, as root):
   lab.py build [GUEST ...] [--force]        build/verify cached images (default: all)
   lab.py up GUEST [--name N] [--append EXTRA] [--renumber] [--multipath]
                   [--kernel debian|custom|PATH] [--timeout S]
-                  [--disk-capacity DRIVE=IOPS,BYTES_PER_S ...] [--device-bound]
+                  [--disk-capacity DRIVE=IOPS,BYTES_PER_S ...] [--device-bound] [--hotplug]
   lab.py ssh NAME [-- CMD ...]               run a command (or a shell) in the guest
   lab.py status                              list lab instances
   lab.py reboot NAME [--hard]                systemctl reboot (or QMP system_reset), wait for SSH
+  lab.py unplug NAME [DEVICE]                hot-remove nvme-b (QMP device_del; needs up --hotplug)
   lab.py down NAME [--purge]                 stop QEMU (--purge: drop the root overlay and data disks)
   lab.py inventory NAME                      Ansible YAML inventory for the running VM
   lab.py observe NAME OUTFILE                capture the block/NVMe sysfs layout into a file
@@ -107,6 +108,11 @@ PCI_NVME_SLOTS = (0x8, 0x9, 0xA, 0xB)
 # expander bridge on node 1 (pxb-pcie's numa_node), so its numa_node, its queues' CPUs and a cpuset placement
 # have something to show (issue 39). The bridge takes a free slot on pcie.0 and its own bus numbers.
 PCI_NUMA_PXB, NUMA_PXB_BUS = 0x1C, 0x80
+# --hotplug: the second NVMe controller behind a PCIe root port, the one kind of slot q35 can hot-remove a device
+# from (pcie.0 and an NVMe controller's namespace bus cannot: QEMU 7.2 says "Bus ... does not support hotplugging"),
+# so `unplug` takes the whole controller and its namespace away mid-run, as a pulled drive does (issue 38).
+PCI_HOTPLUG_PORT = 0x1D
+HOTPLUG_PORT_ID, HOTPLUG_NVME = "hotplug-port", "nvme-b"
 
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
@@ -989,12 +995,14 @@ def describe_capacity(caps: dict, meta: dict) -> str:
 
 
 def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
-                   capacity: dict | None = None, identity: list[str] | None = None, numa: bool = False) -> list[str]:
+                   capacity: dict | None = None, identity: list[str] | None = None, numa: bool = False,
+                   hotplug: bool = False) -> list[str]:
     """Data disks: two single-namespace NVMe controllers (distinct serials,
     EUI-64, UUID), optionally a two-controller NVMe subsystem sharing one
     namespace (native multipath), and one virtio disk with a serial. `capacity`
     (parse_disk_capacity) throttles drives to a fixed IOPS and bandwidth. `numa`: the
-    second controller (nvme-b) sits behind the expander bridge of NUMA node 1 (numa_args)."""
+    second controller (nvme-b) sits behind the expander bridge of NUMA node 1 (numa_args). `hotplug`: nvme-b
+    sits behind a hot-pluggable PCIe root port (`unplug` removes it)."""
     args = []
     disks = meta["disks"]
     for key, info in disks.items():
@@ -1016,6 +1024,9 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
                   ("nvme-mp-2", NVME_MULTIPATH_SERIAL, "mpsubsys")]
         args += ["-device", f"nvme-subsys,id=mpsubsys,nqn={NVME_MULTIPATH_NQN}"]
     slots = list(PCI_NVME_SLOTS[:len(ctrls)])
+    if hotplug:
+        args += ["-device", f"pcie-root-port,id={HOTPLUG_PORT_ID},bus=pcie.0,addr=0x{PCI_HOTPLUG_PORT:x},"
+                            "chassis=2,slot=2"]
     if renumber:
         slots.reverse()
     for (cid, serial, subsys), slot in zip(ctrls, slots):
@@ -1024,6 +1035,8 @@ def qemu_disk_args(inst: Instance, meta: dict, multipath: bool, renumber: bool,
             # with an expander bridge, a device without bus= lands on the newest bus (the bridge's): name it
             dev = (f"nvme,id={cid},serial={serial},bus=numa1-port" if cid == "nvme-b"
                    else f"nvme,id={cid},serial={serial},bus=pcie.0,addr=0x{slot:x}")
+        if hotplug and cid == HOTPLUG_NVME:
+            dev = f"nvme,id={cid},serial={serial},bus={HOTPLUG_PORT_ID}"
         if subsys:
             dev += f",subsys={subsys}"
         args += ["-device", dev]
@@ -1093,6 +1106,8 @@ def _start_qemu(inst: Instance, common: list[str]) -> tuple[int, dict]:
 
 
 def cmd_up(a) -> None:
+    if a.hotplug and a.numa:
+        die("--hotplug and --numa both place nvme-b (a hot-pluggable root port, node 1's expander bridge); give one")
     ensure_host_tools(RUN_TOOLS)
     recipe = load_recipe()
     if a.guest not in recipe["guests"]:
@@ -1160,7 +1175,7 @@ def cmd_up(a) -> None:
             "-drive", f"if=none,id=root,file={overlay},format=qcow2,cache=unsafe",
             "-device", f"virtio-blk-pci,drive=root,addr=0x{PCI_ROOT:x},serial=lab-root",
             *(numa_args() if a.numa else []),
-            *qemu_disk_args(inst, meta, a.multipath, a.renumber, capacity, a.identity_disk, a.numa),
+            *qemu_disk_args(inst, meta, a.multipath, a.renumber, capacity, a.identity_disk, a.numa, a.hotplug),
             "-device", f"virtio-net-pci,netdev=n0,{'bus=pcie.0,' if a.numa else ''}addr=0x{PCI_NET:x}",
             "-qmp", f"unix:{qmp_sock},server=on,wait=off",
             "-serial", f"file:{inst.run / 'serial.log'}",
@@ -1170,7 +1185,7 @@ def cmd_up(a) -> None:
             "name": inst.name, "guest": a.guest, "key": str(key),
             "accel": accel, "tcg_thread": a.tcg_thread if accel == "tcg" else None, "kernel": str(kernel), "initrd": str(initrd) if initrd else None,
             "append": append, "multipath": a.multipath, "renumber": a.renumber, "identity_disks": a.identity_disk,
-            "numa": a.numa,
+            "numa": a.numa, "hotplug": a.hotplug,
             "disk_capacity": capacity,
             "image": str(img), "overlay": str(overlay), "qmp": str(qmp_sock),
             "serial_log": str(inst.run / "serial.log"), "instance_dir": str(inst.dir),
@@ -1235,7 +1250,7 @@ def cmd_status(a) -> None:
         else:
             state = "stopped"
         up = f"{time.time() - st['started_at']:.0f}s" if pids and st.get("started_at") else "-"
-        flags = ",".join([f for f in ("multipath", "renumber") if st.get(f)]
+        flags = ",".join([f for f in ("multipath", "renumber", "hotplug") if st.get(f)]
                          + [f"{k}={c['iops']},{c['bps']}" for k, c in sorted((st.get("disk_capacity") or {}).items())]) or "-"
         guest = st.get("guest") or (read_json(d / "instance.json") or {}).get("last_guest", "-")
         rows.append((d.name, guest, state, str(st.get("pid", "-")) if pids else "-",
@@ -1277,6 +1292,29 @@ def cmd_reboot(a) -> None:
         write_json(inst.state_file, st)
     print(f"{inst.name}: rebooted ({'QMP system_reset' if a.hard else 'systemctl reboot'}) "
           f"to SSH in {took} s")
+
+
+def cmd_unplug(a) -> None:
+    """Hot-remove a device (QMP device_del) and wait until QEMU has let it go: the guest was asked to give it up
+    (ACPI or PCIe hotplug), its driver let go and the slot is empty. Prints the seconds that took."""
+    inst = Instance(a.name)
+    st = inst.running_state()
+    if a.device != HOTPLUG_NVME or not st.get("hotplug"):
+        die(f"{inst.name}: only {HOTPLUG_NVME} of a VM booted with --hotplug can be hot-removed (q35's pcie.0 and "
+            f"an NVMe namespace bus do not support hotplugging)")
+    t0 = time.monotonic()
+    r = qmp(st["qmp"], "device_del", {"id": a.device})
+    if "error" in r:
+        die(f"{inst.name}: device_del {a.device}: {r['error'].get('desc')}")
+    while True:
+        present = qmp(st["qmp"], "qom-list", {"path": "/machine/peripheral"}).get("return") or []
+        if a.device not in {p.get("name") for p in present}:
+            break
+        if time.monotonic() - t0 > a.timeout:
+            die(f"{inst.name}: {a.device} still present {a.timeout:.0f} s after device_del (the guest did not "
+                "release it)")
+        time.sleep(0.2)
+    print(f"{inst.name}: {a.device} hot-removed in {time.monotonic() - t0:.1f} s")
 
 
 def cmd_down(a) -> None:
@@ -1489,6 +1527,8 @@ def main(argv=None) -> None:
                    help="under TCG: one host thread per vCPU (multi) or all vCPUs on one thread (single: guest "
                         "kernels that patch their own code while the other vCPU runs it, as ftrace does when a "
                         "kprobe attaches, see molecule/colocated)")
+    s.add_argument("--hotplug", action="store_true",
+                   help=f"put {HOTPLUG_NVME} behind a hot-pluggable PCIe root port, so that `unplug` can remove it")
     s.set_defaults(func=cmd_up)
     s = sub.add_parser("ssh", help="run a command in the guest: ssh NAME -- CMD...")
     s.add_argument("name")
@@ -1501,6 +1541,11 @@ def main(argv=None) -> None:
     s.add_argument("--hard", action="store_true", help="QMP system_reset instead of systemctl reboot")
     s.add_argument("--timeout", type=float, default=420)
     s.set_defaults(func=cmd_reboot)
+    s = sub.add_parser("unplug", help=f"hot-remove {HOTPLUG_NVME} (QMP device_del; needs up --hotplug)")
+    s.add_argument("name")
+    s.add_argument("device", nargs="?", default=HOTPLUG_NVME)
+    s.add_argument("--timeout", type=float, default=60, help="seconds to wait for the guest to release it")
+    s.set_defaults(func=cmd_unplug)
     s = sub.add_parser("down", help="stop the VM and drop its run dir (the root disk stays until --purge)")
     s.add_argument("name")
     s.add_argument("--purge", action="store_true", help="also delete the instance's data disks")

@@ -44,7 +44,7 @@ from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host import 
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import fio
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._concerns import iocost
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._calibration import solutions
-from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceError
+from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceError, name_of
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.persist import slug
 from ansible_collections.aiinfra.io_isolation.plugins.module_utils._engine.reconcile import (
     CodecSetting, Reconciler,
@@ -231,7 +231,9 @@ def recover(fs, resolver, run=None, which=None):
     Runs before the target is planned, so a killed run's scratch file no longer takes the free
     space and its disk is back in its own state before it is checked again. In the same boot the
     disk is found by the journal's MAJ:MIN (still valid) and checked against its stable identity;
-    after a reboot the kernel state is fresh and only the scratch file is removed. A solution phase's
+    after a reboot the kernel state is fresh and only the scratch file is removed. A disk that left the
+    host in the same boot (its MAJ:MIN is no block device now) took its kernel state with it: nothing is
+    restored, the report says ``gone``. A solution phase's
     slice is stopped first (its fio processes outlive a killed module), with ``run``/``which`` (the
     command runner). Returns a report per journal.
     """
@@ -251,16 +253,23 @@ def recover(fs, resolver, run=None, which=None):
             try:
                 record = resolver.resolve((entry.get("device") or {}).get("majmin") or "")
             except DeviceError as e:
-                raise CalibrationError("the calibration journal %s names %s, which this host no longer has (%s); "
-                                       "check that disk by hand and remove the journal"
-                                       % (path, entry.get("device"), e.message))
-            if entry.get("stable_id") and record.stable_id != entry["stable_id"]:
+                if e.reason != "not_found":
+                    raise CalibrationError("the calibration journal %s names %s: %s; check that disk by hand and "
+                                           "remove the journal" % (path, entry.get("device"), e.message))
+                record = None
+            if record is None:
+                # the disk left the host since (hot-removed, failed): its kernel state went with it
+                report["gone"] = True
+                report["notes"] = ["%s is no longer on this host: nothing to put back"
+                                   % ((entry.get("device") or {}).get("name") or entry.get("stable_id"))]
+            elif entry.get("stable_id") and record.stable_id != entry["stable_id"]:
                 raise CalibrationError("the calibration journal %s is for %s, but %s is now %s; check the disk by "
                                        "hand and remove the journal" % (path, entry["stable_id"], record.majmin,
                                                                         record.stable_id))
-            result = restore(fs, record, entry["snapshot"])
-            report["restored"] = result["diff"]["after"]
-            report["notes"] = result["notes"]
+            else:
+                result = restore(fs, record, entry["snapshot"])
+                report["restored"] = result["diff"]["after"]
+                report["notes"] = result["notes"]
         scratch = entry.get("scratch")
         if scratch and fs.exists(scratch):
             try:
@@ -443,6 +452,13 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None, solv
         failure = CalibrationError("calibrating %s failed: %s; the disk was put back (%s)"
                                    % (record.name, e, _restored_text(result.get("restore"))),
                                    details={"restore": result.get("restore")})
+    if failure is None and (result.get("restore") or {}).get("gone"):
+        failure = CalibrationError("calibrating %s failed: the disk is gone" % record.name,
+                                   details={"restore": result.get("restore")})
+    if failure is not None and (result.get("restore") or {}).get("gone"):
+        # the cause first, whatever the measurement said about it (fio: an I/O error, a missing device)
+        failure = CalibrationError("%s. What the measurement said: %s" % (_gone_text(record), failure.msg),
+                                   details=dict(failure.details or {}, gone=True))
     if failure is not None:
         raise failure
     result["seconds"] = round(time.time() - started, 1)
@@ -454,10 +470,23 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None, solv
     return result
 
 
+def gone(fs, record):
+    """True when the disk has left the host (hot-removed, failed, detached): its MAJ:MIN is no block device now, or
+    another one. Its queue settings and iocost lines went with it, so there is nothing to put back; a disk that
+    comes back starts from the kernel's defaults and its udev rules."""
+    return name_of(fs, record.majmin) != record.name
+
+
+def _gone_text(record):
+    return ("%s (%s, serial %s) left the host while it was being calibrated (hot-removed, failed or detached); its "
+            "queue settings and iocost lines went with it, so there is nothing to put back on it, and no other disk "
+            "was touched" % (record.name, record.majmin, record.serial or "-"))
+
+
 def _restore_all(fs, record, snap, target, run=None, tools=None):
     """Stop the solution phase's slice, restore the disk and remove the scratch file and journal; never raises
-    for the restore itself."""
-    out = {"queue": None, "errors": [], "notes": []}
+    for the restore itself. A disk that left the host is not restored (``gone``)."""
+    out = {"queue": None, "errors": [], "notes": [], "gone": False}
     if tools:
         try:
             problem = solutions.stop_slice(run, tools["systemctl"], fs)
@@ -466,12 +495,20 @@ def _restore_all(fs, record, snap, target, run=None, tools=None):
         if problem:
             out["errors"].append(problem)
     try:
-        res = restore(fs, record, snap)
-        out["queue"] = res["values"]
-        out["notes"] = res["notes"]
+        if gone(fs, record):
+            out["gone"] = True
+            out["notes"] = [_gone_text(record)]
+        else:
+            res = restore(fs, record, snap)
+            out["queue"] = res["values"]
+            out["notes"] = res["notes"]
     except Exception as e:  # pylint: disable=broad-except
-        # keep the journal: the next call repairs what this one could not
-        out["errors"].append("%s: %s" % (record.name, getattr(e, "msg", e)))
+        if gone(fs, record):    # it left during the restore
+            out["gone"] = True
+            out["notes"] = [_gone_text(record)]
+        else:
+            # keep the journal: the next call repairs what this one could not
+            out["errors"].append("%s: %s" % (record.name, getattr(e, "msg", e)))
     if target.kind == "file":
         try:
             targets.remove_scratch(target.local_path)
@@ -485,6 +522,10 @@ def _restore_all(fs, record, snap, target, run=None, tools=None):
 def _restored_text(restore_report):
     if not restore_report:
         return "nothing had been changed yet"
+    if restore_report.get("gone"):
+        return "nothing to put back: the disk is gone%s" % (
+            "; but %s; the journal %s stays for the next run" % ("; ".join(restore_report["errors"]), JOURNAL_DIR)
+            if restore_report.get("errors") else "")
     if restore_report.get("errors"):
         return "COULD NOT RESTORE: %s; the journal %s stays for the next run" % (
             "; ".join(restore_report["errors"]), JOURNAL_DIR)

@@ -108,6 +108,25 @@ def normalize_wwn(value):
     return _WWN_SEPARATORS.sub("", v)
 
 
+_NVME_WWID_RE = re.compile(r"^nvme\.([0-9a-f]{4})-([0-9a-f]+)-([0-9a-f]+)-([0-9a-f]{8})$")
+
+
+def describe_nvme_wwid(value):
+    """' (the NVMe namespace 1 of serial 'S', model 'M')' for the wwid the nvme driver makes up for a namespace
+    without EUI-64, NGUID or UUID (``nvme.<vid>-<serial hex>-<model hex>-<nsid>``, nvme_core's wwid_show), so a
+    message names a disk the host no longer has the way its label does; '' for anything else."""
+    m = _NVME_WWID_RE.match(str(value or "").strip().lower())
+    if not m:
+        return ""
+    try:
+        serial, model = (bytes.fromhex(h).decode("ascii").strip() for h in (m.group(2), m.group(3)))
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    if not (serial and model and all(" " <= c <= "~" for c in serial + model)):
+        return ""
+    return " (the NVMe namespace %d of serial %r, model %r)" % (int(m.group(4), 16), serial, model)
+
+
 def _clean_token(value):
     """Collapse whitespace runs to '_' (as udev does for link names)."""
     return re.sub(r"\s+", "_", value.strip())
@@ -493,8 +512,11 @@ class DeviceResolver:
         matches, how = (by_wwn, "WWN") if by_wwn else (by_serial, "serial")
         if not matches:
             raise self._not_found(
-                selector, "No block device matches %r (tried kernel name, /dev path, MAJ:MIN, "
-                "/dev/disk/by-id and by-path link names, WWN and serial)" % selector)
+                selector, "No block device matches %r%s (tried kernel name, /dev path, MAJ:MIN, "
+                "/dev/disk/by-id and by-path link names, WWN and serial). If the host had this disk when the request "
+                "was planned (io_facts), it has been removed since (hot-removed, failed or detached): run again to "
+                "plan for the disks it has now; the purge module removes a gone disk's persisted rules"
+                % (selector, describe_nvme_wwid(selector)))
         if len(matches) > 1:
             hint = ""
             holders = set(matches[0].holders).intersection(*[d.holders for d in matches[1:]])

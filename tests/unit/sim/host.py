@@ -32,6 +32,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import shutil
 import struct
 
 from sim.cgroup import controller_files
@@ -175,6 +176,16 @@ class FakeHost:
         real = self.path(host_path)
         if os.path.islink(real) or os.path.isfile(real):
             os.unlink(real)
+
+    def unplug(self, name):
+        """Take the whole disk ``name`` off the host as a hot-remove does: its sysfs directory, the /sys/block,
+        /sys/class/block and /sys/dev/block links, its /dev node and udev's /dev/disk links go."""
+        dev = self.devices.pop(name)
+        for link in ["/sys/block/" + name, "/sys/class/block/" + name, "/dev/" + name] + \
+                ["/dev/disk/by-id/" + n for n in dev["by_id"]] + ["/dev/disk/by-path/" + n for n in dev["by_path"]] + \
+                (["/sys/dev/block/" + dev["majmin"]] if dev["majmin"] else []):
+            self.remove(link)
+        shutil.rmtree(self.path(dev["sysdir"]), ignore_errors=True)
 
     def link(self, host_path, target_host_path):
         """Relative symlink host_path -> target, spelled as kernfs spells it.

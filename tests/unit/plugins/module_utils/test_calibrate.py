@@ -302,3 +302,48 @@ def test_a_journal_for_a_disk_that_moved_is_refused(lab):
 def test_the_qos_runs_come_after_the_middle_round(passes, after):
     # at least one round first: the QoS load is a fraction of the random IOPS measured before it
     assert cal.qos_after_round(passes) == after
+
+
+# -- a disk that leaves the host (hot-removed, failed) ----------------------------------------------
+
+def _pull_the_disk(lab, fio_error=True):
+    """Hot-remove the calibrated disk, then (as fio does on a disk that went away) fail the running measurement."""
+    lab.host.unplug("nvme0n1")
+    lab.writes_at_removal = len(lab.sim.writes)
+    if fio_error:
+        raise fio.FioError(["fio", "--name=aiinfra-rbps"], 128, "fio: io_u error on file /dev/nvme0n1: "
+                           "Input/output error", "fio rbps on /dev/nvme0n1 failed (rc=128): Input/output error")
+
+
+def test_a_disk_removed_while_measuring_fails_naming_it_and_nothing_is_written_after(lab):
+    lab.kind = "device"
+    with pytest.raises(cal.CalibrationError) as e:
+        run(lab, destructive=True, measure=measuring(lab, lambda: _pull_the_disk(lab)))
+    msg = e.value.msg
+    assert msg.startswith("nvme0n1 (259:0, serial lab-nvme-a) left the host while it was being calibrated")
+    assert "nothing to put back on it, and no other disk was touched" in msg
+    assert "What the measurement said: fio rbps on /dev/nvme0n1 failed (rc=128): Input/output error" in msg
+    assert "COULD NOT RESTORE" not in msg
+    assert e.value.details["gone"] is True and e.value.details["restore"]["gone"] is True
+    # no write to the gone disk's files (or any other) after it left; no journal that would stop the next call
+    assert lab.sim.writes[lab.writes_at_removal:] == []
+    assert lab.journals() == []
+
+
+def test_a_disk_removed_after_a_measurement_that_ended_well_still_fails(lab):
+    lab.kind = "device"
+    with pytest.raises(cal.CalibrationError) as e:
+        run(lab, destructive=True, measure=measuring(lab, lambda: _pull_the_disk(lab, fio_error=False)))
+    assert e.value.msg.startswith("nvme0n1 (259:0, serial lab-nvme-a) left the host")
+    assert "What the measurement said: calibrating nvme0n1 failed: the disk is gone" in e.value.msg
+    assert lab.sim.writes[lab.writes_at_removal:] == [] and lab.journals() == []
+
+
+def test_the_journal_of_a_killed_run_whose_disk_is_gone_is_dropped_without_a_write(lab):
+    _kill_mid_run(lab)
+    lab.host.unplug("nvme0n1")
+    lab.sim.writes[:] = []
+    (report,) = cal.recover(lab.sim, DeviceResolver(lab.sim))
+    assert report["gone"] is True and report["restored"] is None
+    assert report["notes"] == ["nvme0n1 is no longer on this host: nothing to put back"]
+    assert lab.sim.writes == [] and lab.journals() == []

@@ -648,3 +648,26 @@ def test_stable_selector_resolves_to_the_same_disk(tmp_path):
     assert [(d.stable_id_source, d.stable_selector) for d in list_disks(fs)] == [
         ("by-path", "/dev/disk/by-path/pci-0000:00:07.0"), ("serial", "VIRTSER01")]
     assert [resolve(fs, d.stable_selector).name for d in list_disks(fs)] == ["vda", "vdb"]
+
+
+def test_a_disk_gone_since_the_facts_is_named_by_its_nvme_serial(tmp_path):
+    """A request planned from io_facts names a disk by its WWN; after a hot-remove the error names the disk as its
+    label does (the serial in the nvme driver's made-up wwid) and says what to do."""
+    from sim.lab import lab_host
+    h = lab_host(str(tmp_path))
+    fs = KernelFS(h.root)
+    wwid = DeviceResolver(fs).resolve("lab-nvme-b").wwn
+    h.unplug("nvme1n1")
+    with pytest.raises(DeviceError) as e:
+        DeviceResolver(fs).resolve(wwid)
+    assert e.value.reason == "not_found"
+    assert ("No block device matches %r (the NVMe namespace 1 of serial 'lab-nvme-b', model 'QEMU NVMe Ctrl')"
+            % wwid) in e.value.message
+    assert "it has been removed since (hot-removed, failed or detached): run again" in e.value.message
+    assert "nvme0n1 (259:0, nvme, serial lab-nvme-a" in e.value.message
+
+
+@pytest.mark.parametrize("value", ["eui.0011223344556677", "nvme.1b36-zz-41-00000001", "nvme.1b36-00-41-00000001",
+                                   "nvme.1b36-41-", "lab-nvme-b", None])
+def test_only_the_nvme_drivers_own_wwid_is_decoded(value):
+    assert _devices.describe_nvme_wwid(value) == ""

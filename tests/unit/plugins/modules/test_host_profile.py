@@ -157,6 +157,22 @@ def test_a_bad_block_queue_value_refuses_the_iocost_section_too(disks):
     assert disks.sim.writes == []
 
 
+def test_a_disk_removed_between_the_facts_and_the_apply_refuses_the_whole_profile(disks):
+    """site.yml plans every section from io_facts, naming each disk by its stable id; a disk hot-removed before the
+    apply makes the call fail naming it, and the disk still there is not touched either."""
+    from ansible_collections.aiinfra.io_isolation.plugins.module_utils._host.devices import DeviceResolver
+    ids = dict((s, DeviceResolver(disks.sim).resolve(s).wwn) for s in ("lab-nvme-a", "lab-nvme-b"))
+    profile = {"iocost": {"devices": [{"device": ids[s], "model": MODEL, "qos": QOS} for s in sorted(ids)]},
+               "blk_queue": {"devices": [{"device": ids[s], "read_ahead_kb": 256} for s in sorted(ids)]}}
+    disks.unplug("nvme1n1")
+    result = disks.run(host_profile.main, **profile)
+    assert result["failed"] and result["msg"].startswith("Invalid request (nothing was changed)"), result
+    assert "of serial 'lab-nvme-b', model 'QEMU NVMe Ctrl'" in result["msg"]
+    assert "it has been removed since" in result["msg"]
+    assert sorted(e.split(":")[0] for e in result["errors"]) == ["blk_queue", "iocost"]
+    assert disks.sim.writes == []
+
+
 # -- the memory substrate (issue 37): read before any write ----------------------------------------------------------
 def without_recursiveprot(lab):
     mounts = lab.host.read("/proc/mounts").replace(",memory_recursiveprot", "")
