@@ -101,19 +101,21 @@ while :; do
   f=$(printf '%%s/%%08d' "$out" "$n")
   {
     echo "ts $EPOCHREALTIME"
-    echo "before $(systemctl show -p ActiveState -p InvocationID --value %(unit)s.service | tr '\n' ' ')"
+    echo "before $(systemctl show -p ActiveState -p InvocationID %(unit)s.service | tr '\n' ' ')"
     echo "bpftrace $(pgrep -c -x bpftrace)"
     echo "kprobes $(count /sys/kernel/debug/kprobes/list) $(count /sys/kernel/tracing/kprobe_events)"
-    echo "after $(systemctl show -p ActiveState -p InvocationID --value %(unit)s.service | tr '\n' ' ')"
+    echo "after $(systemctl show -p ActiveState -p InvocationID %(unit)s.service | tr '\n' ' ')"
     if [ $((n %% node_every)) -eq 0 ]; then
       python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:9100/metrics", timeout=30).read().decode())' \
         2>/dev/null | grep -E '^node_textfile_(scrape_error|mtime_seconds)' | sed 's/^/node /'
       echo "node-done $?"
     fi
-    if [ -e %(textfile)s ]; then
-      echo "mtime $(stat -c %%.9Y %(textfile)s)"
-      echo "textfile"
-      cat %(textfile)s
+    # one copy (the exporter renames a new file over the old one): its mtime, its size in bytes, its text
+    if cp -p %(textfile)s "$f.prom" 2>/dev/null; then
+      echo "mtime $(stat -c %%.9Y "$f.prom")"
+      echo "textfile $(stat -c %%s "$f.prom")"
+      cat "$f.prom"
+      rm -f "$f.prom"
     else
       echo "textfile-missing"
     fi
@@ -122,6 +124,9 @@ while :; do
   sleep "$scrape"
 done
 """ % {"dir": SOAK_DIR, "unit": UNIT, "textfile": TEXTFILE}
+
+# Until the exporter's run (a oneshot service: "activating" while it runs) has ended.
+WAIT_RUN = ("until systemctl show -P ActiveState %s.service | grep -qxE 'inactive|failed'; do sleep 1; done" % UNIT)
 
 # The load's phases, in order, repeated: (name, [(slice, disk serial, fio arguments)]).
 PHASES = (
@@ -187,15 +192,16 @@ def parse_sample(text):
     """One sample file: {ts, before: (state, invocation), after: ..., bpftrace, kprobes, kprobe_events, mtime,
     textfile (None when missing), node: {metric line: value} or None, node_ok}."""
     s = {"ts": None, "before": None, "after": None, "bpftrace": None, "kprobes": None, "kprobe_events": None,
-         "mtime": None, "textfile": None, "node": None, "node_ok": None}
+         "mtime": None, "textfile": None, "truncated": False, "node": None, "node_ok": None}
     lines = text.split("\n")
     for i, line in enumerate(lines):
         word, _sep, rest = line.partition(" ")
         if word == "ts":
             s["ts"] = float(rest)
         elif word in ("before", "after"):
-            parts = rest.split()
-            s[word] = (parts[0] if parts else "", parts[1] if len(parts) > 1 else "")
+            # systemctl show's "ActiveState=inactive InvocationID=..." in the order systemd lists them
+            props = dict(part.partition("=")[::2] for part in rest.split())
+            s[word] = (props.get("ActiveState", ""), props.get("InvocationID", ""))
         elif word == "bpftrace":
             s["bpftrace"] = int(rest or 0)
         elif word == "kprobes":
@@ -210,8 +216,11 @@ def parse_sample(text):
             s["node_ok"] = "node_textfile_scrape_error" in s["node"]
         elif word == "mtime":
             s["mtime"] = float(rest)
-        elif line == "textfile":
-            s["textfile"] = "\n".join(lines[i + 1:])
+        elif word == "textfile":
+            # the copy's bytes exactly (what follows may be the batch's separator)
+            size, data = int(rest), "\n".join(lines[i + 1:]).encode()
+            s["textfile"] = data[:size].decode(errors="replace")
+            s["truncated"] = len(data) < size
             break
         elif line == "textfile-missing":
             break
@@ -407,12 +416,18 @@ class Soak:
         self.scrapes, self.leftovers, self.node = [], [], []
         self.checked = {}   # sha256 of a textfile -> (valid, problem)
         self.first_run_seen = False
+        self.lost_batches = 0
 
     def collect(self):
         """Fetch and remove the samples written so far; check each one."""
         script = ("cd %s/out 2>/dev/null || exit 0; for f in $(ls | grep '[.]s$' | head -2000); do "
-                  "echo \"=== $f\"; cat \"$f\"; rm -f \"$f\"; done" % SOAK_DIR)
-        batch = guest(self.name, script).stdout
+                  "printf '\\n=== %%s\\n' \"$f\"; cat \"$f\"; rm -f \"$f\"; done" % SOAK_DIR)
+        r = guest(self.name, script, check=False)
+        if r.returncode:
+            say("collecting the samples failed (rc %d), samples of this batch may be lost: %s"
+                % (r.returncode, r.stderr.strip()[-300:]))
+            self.lost_batches += 1
+        batch = r.stdout
         for _name, text in split_batch(batch):
             self.check(parse_sample(text))
 
@@ -431,6 +446,8 @@ class Soak:
         if key not in self.checked:
             self.checked[key] = promtool_check(s["textfile"])
         valid, problem = self.checked[key]
+        if s["truncated"]:
+            valid, problem = False, "the copy was cut short in transfer"
         if valid and not s["textfile"].strip():
             valid, problem = False, "empty textfile"
         age = None if s["mtime"] is None or s["ts"] is None else round(s["ts"] - s["mtime"], 3)
@@ -507,7 +524,7 @@ def run(a, name, soak, bounds, phase_seconds, t0):
         % (a.interval, a.latency_seconds, time.monotonic() - t))
 
     # the BPF programs before the measuring drop-in and the load: stop the timer for a moment, wait for the run
-    guest(name, "systemctl stop %s.timer; while systemctl -q is-active %s.service; do sleep 1; done" % (UNIT, UNIT))
+    guest(name, "systemctl stop %s.timer; %s" % (UNIT, WAIT_RUN))
     baseline_bpf, jit_kallsyms = bpf_programs(name)
     put(name, SOAK_DIR + "/record", RECORDER, "0755")
     put(name, SOAK_DIR + "/sample", SAMPLER, "0755")
@@ -544,7 +561,7 @@ def run(a, name, soak, bounds, phase_seconds, t0):
 
     # the end: load and sampler stopped, the timer stopped and its last run ended
     guest(name, "systemctl stop 'soak-*.service' aiinfra-soak-sampler.service %s.timer 2>/dev/null; "
-                "while systemctl -q is-active %s.service; do sleep 1; done; true" % (UNIT, UNIT))
+                "%s" % (UNIT, WAIT_RUN))
     soak.collect()
     runs = parse_runs(guest(name, "cat %s/runs.log" % SOAK_DIR).stdout)
     end_bpf, _ = bpf_programs(name)
@@ -571,7 +588,7 @@ def run(a, name, soak, bounds, phase_seconds, t0):
     meta = {"guest": a.guest, "kernel": kernel, "systemd": systemd, "accel": accel,
             "date": datetime.date.today().isoformat(), "seconds": a.seconds, "interval": a.interval,
             "latency_seconds": a.latency_seconds, "phase_seconds": phase_seconds, "phases": phases_run,
-            "distinct_textfiles": len(soak.checked), "node_scrapes": len(soak.node), "node_scrape_errors": node_errors,
+            "distinct_textfiles": len(soak.checked), "lost_batches": soak.lost_batches, "node_scrapes": len(soak.node), "node_scrape_errors": node_errors,
             "wall_seconds": round(time.monotonic() - t0)}
     raw = {"runs": runs, "scrapes": soak.scrapes, "leftovers": soak.leftovers, "final": final, "meta": meta}
     with open(os.path.join(cache, name + "-raw.json"), "w") as f:
