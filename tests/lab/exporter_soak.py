@@ -264,9 +264,9 @@ def slope_per_hour(points):
     points = [(t, v) for t, v in points if v is not None]
     if len(points) < 2:
         return None
-    mt = statistics.fmean(t for t, _ in points)
-    mv = statistics.fmean(v for _, v in points)
-    den = sum((t - mt) ** 2 for t, _ in points)
+    times, values = [t for t, v in points], [v for t, v in points]
+    mt, mv = statistics.fmean(times), statistics.fmean(values)
+    den = sum((t - mt) ** 2 for t in times)
     if not den:
         return None
     return sum((t - mt) * (v - mv) for t, v in points) / den * 3600
@@ -475,8 +475,8 @@ def main():
     p.add_argument("--keep", action="store_true", help="leave the VM running")
     for key, value in BOUNDS.items():
         p.add_argument("--" + key.replace("_", "-"), type=float, default=value)
-    p.add_argument("--report", metavar="RAW", help="only summarize and judge the raw records an earlier soak kept "
-                                                 "(.cache/NAME-raw.json)")
+    p.add_argument("--report", metavar="RAW",
+                   help="only summarize and judge the raw records an earlier soak kept (.cache/NAME-raw.json)")
     a = p.parse_args()
     bounds = {k: getattr(a, k) for k in BOUNDS}
     if a.report:
@@ -565,7 +565,7 @@ def run(a, name, soak, bounds, phase_seconds, t0):
                 "%s" % (UNIT, WAIT_RUN))
     soak.collect()
     runs = parse_runs(guest(name, "cat %s/runs.log" % SOAK_DIR).stdout)
-    end_bpf, _ = bpf_programs(name)
+    end_bpf = bpf_programs(name)[0]
     left = guest(name, "pgrep -c -x bpftrace; cat /sys/kernel/debug/kprobes/list /sys/kernel/tracing/kprobe_events "
                        "2>/dev/null | wc -l; journalctl -q -o cat -u %s.service | grep -cE "
                        "'Killing process|remains running|left-over process' || true; "

@@ -21,8 +21,8 @@ def records(n, peak=lambda i: 60 * MIB, cpu_us=lambda i: 2000000, period=6.0, st
     lines = []
     for i in range(n):
         lines.append("start inv%d %.2f" % (i, 100 + i * period))
-        lines.append("stop inv%d %.2f success exited %s %d %d 0 0 0" % (i, 100 + i * period + 4, status, peak(i),
-                                                                         cpu_us(i)))
+        end = 100 + i * period + 4
+        lines.append("stop inv%d %.2f success exited %s %d %d 0 0 0" % (i, end, status, peak(i), cpu_us(i)))
     return "\n".join(lines) + "\n"
 
 
@@ -74,7 +74,7 @@ def test_a_batch_of_samples_is_split_and_each_parsed():
             "textfile-missing\n\n=== 00000003.s\n%s" % (SAMPLE, SAMPLE.replace(VALID, VALID[:-1]).replace(
                 "textfile %d" % len(VALID), "textfile %d" % (len(VALID) - 1)))
     parts = soak.split_batch(batch)
-    assert [n for n, _ in parts] == ["00000001.s", "00000002.s", "00000003.s"]
+    assert [part[0] for part in parts] == ["00000001.s", "00000002.s", "00000003.s"]
     first = soak.parse_sample(parts[0][1])
     assert first["ts"] == 1700000010.25 and first["mtime"] == 1700000008.0
     assert first["before"] == first["after"] == ("inactive", "0123abcd")
