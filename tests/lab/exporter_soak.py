@@ -42,7 +42,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from labcall import REPO, guest, lab  # noqa: E402  pylint: disable=wrong-import-position
+from labcall import REPO, lab  # noqa: E402  pylint: disable=wrong-import-position
+from labcall import guest as _guest  # noqa: E402  pylint: disable=wrong-import-position
 
 UNIT = "aiinfra-io-metrics"
 TEXTFILE = "/var/lib/prometheus/node-exporter/aiinfra_io_isolation.prom"
@@ -51,12 +52,15 @@ MIB = 1024 * 1024
 
 # Bounds (judge); each one an option. Memory and CPU per run: ceilings (an eighth of the guest's 2 GiB; three times
 # the exporter's own timeout); the leak test is the growth: the last quarter's median over the first quarter's, the
-# quarters each holding one cycle of the load. The textfile's age and the gap between runs: the timer still runs.
+# quarters each holding one cycle of the load. The CPU's growth is reported, not judged (0: off): under TCG a guest's
+# CPU time includes the time the host took its vCPU away, and the other VMs on a shared host come and go within an hour
+# (the summary gives the guest's share of a host core, vm_host_cpu_share). The textfile's age and the gap between
+# runs: the timer still runs.
 BOUNDS = {
     "max_memory_mib": 256.0,
     "max_cpu_seconds": 60.0,
     "memory_growth": 1.10,
-    "cpu_growth": 1.50,
+    "cpu_growth": 0.0,
     "max_textfile_age_seconds": 120.0,
     "max_gap_seconds": 120.0,
 }
@@ -141,6 +145,30 @@ PHASES = (
 
 def say(msg):
     print("exporter-soak: %s" % msg, flush=True)
+
+
+def guest(name, script, check=True, attempts=6):
+    """labcall.guest, again after a failed connection (ssh's 255): on a host shared with other VMs a new connection
+    to a busy TCG guest can time out in its banner exchange."""
+    for attempt in range(attempts):
+        r = _guest(name, script, check=False)
+        if r.returncode != 255:
+            break
+        say("ssh failed (attempt %d of %d): %s" % (attempt + 1, attempts, r.stderr.strip()[-200:]))
+        time.sleep(10)
+    if check and r.returncode != 0:
+        raise SystemExit("guest command failed (rc %d): %s\n%s%s" % (r.returncode, script, r.stdout, r.stderr))
+    return r
+
+
+def host_cpu(pid):
+    """CPU seconds the QEMU process has used (utime + stime), None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -327,7 +355,7 @@ def judge(summary):
         if summary.get(key) and summary[key][stat] > b[bound]:
             problems.append(text % (summary[key][stat], b[bound]))
     for key, bound, what in (("memory_growth", "memory_growth", "memory peak"), ("cpu_growth", "cpu_growth", "CPU")):
-        if summary.get(key) is not None and summary[key] > b[bound]:
+        if summary.get(key) is not None and b[bound] and summary[key] > b[bound]:
             problems.append("the runs' median %s grew %.2fx from the first quarter to the last (bound %.2fx)"
                             % (what, summary[key], b[bound]))
     if summary["runs_with_processes_at_stop"]:
@@ -370,6 +398,7 @@ def markdown(summary, problems):
         ("runs with processes / kprobes left at their end", "%d / %d" % (
             summary["runs_with_processes_at_stop"], summary["runs_with_kprobes_at_stop"])),
         ("at the end", "; ".join("%s %s" % (k, v) for k, v in sorted(summary["final"].items()) if k != "problems")),
+        ("the guest's share of a host core min / median / max", fmt(summary.get("vm_host_cpu_share"), "", 2)),
         ("result", "PASSED" if not problems else "FAILED: " + "; ".join(problems)),
     ]
     out = ["# io_metrics exporter soak: %s" % summary["guest"], "",
@@ -453,6 +482,14 @@ class Soak:
             valid, problem = False, "empty textfile"
         age = None if s["mtime"] is None or s["ts"] is None else round(s["ts"] - s["mtime"], 3)
         self.scrapes.append({"ts": s["ts"], "valid": valid, "age": age, "problem": None if valid else problem})
+
+
+def vm_pid(name):
+    """The QEMU process of the lab VM (lab.py status), None when not found."""
+    for row in (line.split() for line in lab("status").stdout.splitlines()):
+        if row[:1] == [name] and len(row) > 3 and row[3].isdigit():
+            return int(row[3])
+    return None
 
 
 def guest_facts(name):
@@ -540,17 +577,26 @@ def run(a, name, soak, bounds, phase_seconds, t0):
 
     start = time.monotonic()
     end = start + a.seconds
-    phase_no, next_phase, phases_run = 0, start, []
+    phase_no, next_phase, phases_run, load_failures, shares = 0, start, [], [], []
+    qemu = vm_pid(name)
+    last = (time.monotonic(), host_cpu(qemu) if qemu else None)
     while True:
         now = time.monotonic()
+        used = host_cpu(qemu) if qemu else None
+        if used is not None and last[1] is not None and now - last[0] >= 30:
+            shares.append(round((used - last[1]) / (now - last[0]), 3))
+            last = (now, used)
         if now >= end:
             break
         if now >= next_phase:
             phase, jobs = PHASES[phase_no % len(PHASES)]
             seconds = int(min(phase_seconds, end - now))
             for i, (slc, serial, extra) in enumerate(jobs):
-                guest(name, " ".join(shlex.quote(w) for w in fio_argv(
-                    "soak-%s-%d-%d" % (phase, phase_no, i), slc, "/dev/" + disks[serial], extra, seconds)))
+                r = guest(name, " ".join(shlex.quote(w) for w in fio_argv(
+                    "soak-%s-%d-%d" % (phase, phase_no, i), slc, "/dev/" + disks[serial], extra, seconds)), check=False)
+                if r.returncode:
+                    say("the %s phase's fio %d did not start (rc %d): %s" % (phase, i, r.returncode, r.stderr[-300:]))
+                    load_failures.append("%s %d" % (phase, i))
             phases_run.append(phase)
             say("%5.0f s: %s phase for %d s; %d scrapes so far (%d invalid), %d checked textfiles" % (
                 now - start, phase, seconds, len(soak.scrapes), sum(1 for s in soak.scrapes if not s["valid"]),
@@ -585,11 +631,15 @@ def run(a, name, soak, bounds, phase_seconds, t0):
     node_errors = sum(1 for e in soak.node if e is None or e != 0)
     if node_errors:
         problems.append("%d of %d node_exporter scrapes had a textfile error or failed" % (node_errors, len(soak.node)))
+    if load_failures:
+        problems.append("%d of the load's fio jobs did not start" % len(load_failures))
     final["problems"] = problems
     meta = {"guest": a.guest, "kernel": kernel, "systemd": systemd, "accel": accel,
             "date": datetime.date.today().isoformat(), "seconds": a.seconds, "interval": a.interval,
             "latency_seconds": a.latency_seconds, "phase_seconds": phase_seconds, "phases": phases_run,
-            "distinct_textfiles": len(soak.checked), "lost_batches": soak.lost_batches, "node_scrapes": len(soak.node), "node_scrape_errors": node_errors,
+            "distinct_textfiles": len(soak.checked), "lost_batches": soak.lost_batches,
+            "load_failures": load_failures, "vm_host_cpu_share": spread(shares), "node_scrapes": len(soak.node),
+            "node_scrape_errors": node_errors,
             "wall_seconds": round(time.monotonic() - t0)}
     raw = {"runs": runs, "scrapes": soak.scrapes, "leftovers": soak.leftovers, "final": final, "meta": meta}
     with open(os.path.join(cache, name + "-raw.json"), "w") as f:

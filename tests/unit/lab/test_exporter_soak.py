@@ -30,10 +30,10 @@ def scrapes(n, valid=True, age=3.0):
     return [{"ts": 1000.0 + 5 * i, "valid": valid, "age": age, "problem": None if valid else "bad"} for i in range(n)]
 
 
-def summary(runs_text=None, scrape_list=None, leftovers=(), final=None):
+def summary(runs_text=None, scrape_list=None, leftovers=(), final=None, bounds=None):
     runs = soak.parse_runs(runs_text if runs_text is not None else records(40))
     return soak.summarize(runs, scrape_list if scrape_list is not None else scrapes(100), list(leftovers),
-                          final or {"problems": []}, soak.BOUNDS, {"distinct_textfiles": 40})
+                          final or {"problems": []}, dict(soak.BOUNDS, **(bounds or {})), {"distinct_textfiles": 40})
 
 
 def test_runs_pair_their_start_and_stop_lines():
@@ -121,7 +121,8 @@ def test_a_clean_soak_passes_and_says_its_figures():
     ({"scrape_list": scrapes(10, age=500.0)}, "the textfile was 500 s old"),
     ({"runs_text": records(40, peak=lambda i: (60 + i) * MIB)}, "median memory peak grew 1.47x"),
     ({"runs_text": records(40, peak=lambda i: 400 * MIB)}, "memory peak 400.0 MiB is above 256.0 MiB"),
-    ({"runs_text": records(40, cpu_us=lambda i: 2000000 + i * 100000)}, "median CPU grew 2.22x"),
+    ({"runs_text": records(40, cpu_us=lambda i: 2000000 + i * 100000), "bounds": {"cpu_growth": 1.5}},
+     "median CPU grew 2.22x"),
     ({"runs_text": records(40, cpu_us=lambda i: 90000000)}, "a run's CPU 90.00 s is above 60.00 s"),
     ({"runs_text": records(40, period=300.0)}, "300 s between two runs' starts"),
     ({"runs_text": records(3).replace("0 0 0\n", "1 2 0\n")}, "3 runs left processes in the unit's cgroup"),
@@ -132,6 +133,11 @@ def test_a_clean_soak_passes_and_says_its_figures():
 def test_each_bound_fails_the_soak(kwargs, expected):
     problems = soak.judge(summary(**kwargs))
     assert any(expected in p for p in problems), problems
+
+
+def test_the_cpu_growth_is_reported_and_judged_only_when_asked():
+    s = summary(runs_text=records(40, cpu_us=lambda i: 2000000 + i * 100000))
+    assert s["cpu_growth"] == pytest.approx(2.2245, abs=1e-3) and soak.judge(s) == []
 
 
 def test_the_markdown_says_passed_or_why_not():
