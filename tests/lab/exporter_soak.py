@@ -431,8 +431,8 @@ def LAB_SSH(name):  # noqa: N802  pylint: disable=invalid-name
 def bpf_programs(name):
     """JIT-compiled BPF programs the kernel lists (/proc/kallsyms bpf_prog_ symbols) and whether the list is on."""
     out = guest(name, "cat /proc/sys/net/core/bpf_jit_kallsyms 2>/dev/null || echo -; "
-                      "grep -c ' bpf_prog_' /proc/kallsyms || true").stdout.split()
-    return int(out[-1]), out[0]
+                      "grep -c ' bpf_prog_' /proc/kallsyms || true", check=False).stdout.split()
+    return (int(out[-1]), out[0]) if len(out) == 2 and out[-1].isdigit() else (-1, "?")
 
 
 def fio_argv(unit, slc, disk, extra, seconds):
@@ -510,6 +510,8 @@ def main():
     p.add_argument("--out", default=os.path.join("tests", "lab", "results"),
                    help="directory for exporter-soak-GUEST.json/.md, relative to the checkout")
     p.add_argument("--keep", action="store_true", help="leave the VM running")
+    p.add_argument("--exporter-only", action="store_true",
+                   help="the io_metrics role alone, without site.yml first (the slices then exist while fio runs)")
     for key, value in BOUNDS.items():
         p.add_argument("--" + key.replace("_", "-"), type=float, default=value)
     p.add_argument("--report", metavar="RAW",
@@ -551,15 +553,17 @@ def run(a, name, soak, bounds, phase_seconds, t0):
     env = dict(os.environ, ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH="%s/.cache/collections:%s/.cache/installed" % (REPO, REPO))
     t = time.monotonic()
-    r = subprocess.run([os.path.join(a.bin, "ansible-playbook"), "-i", inventory, "-i", groups,
-                        os.path.join(REPO, "tests", "lab", "exporter_soak.yml"),
-                        "-e", "soak_interval=%d" % a.interval, "-e", "soak_latency=%d" % a.latency_seconds],
+    playbooks = ([] if a.exporter_only else [os.path.join(REPO, "playbooks", "site.yml")]) + [
+        os.path.join(REPO, "tests", "lab", "exporter_soak.yml")]
+    r = subprocess.run([os.path.join(a.bin, "ansible-playbook"), "-i", inventory, "-i", groups] + playbooks
+                       + ["-e", "soak_interval=%d" % a.interval, "-e", "soak_latency=%d" % a.latency_seconds],
                        env=env, text=True, capture_output=True, check=False)
     if r.returncode:
         print(r.stdout[-8000:], r.stderr[-3000:], file=sys.stderr)
         raise SystemExit("exporter-soak: the roles and io_metrics failed to apply")
-    say("roles and io_metrics (interval %d s, latency window %d s) applied in %.0f s"
-        % (a.interval, a.latency_seconds, time.monotonic() - t))
+    say("%s (interval %d s, latency window %d s) applied in %.0f s"
+        % ("io_metrics" if a.exporter_only else "site.yml and io_metrics", a.interval, a.latency_seconds,
+           time.monotonic() - t))
 
     # the BPF programs before the measuring drop-in and the load: stop the timer for a moment, wait for the run
     guest(name, "systemctl stop %s.timer; %s" % (UNIT, WAIT_RUN))
@@ -608,7 +612,7 @@ def run(a, name, soak, bounds, phase_seconds, t0):
 
     # the end: load and sampler stopped, the timer stopped and its last run ended
     guest(name, "systemctl stop 'soak-*.service' aiinfra-soak-sampler.service %s.timer 2>/dev/null; "
-                "%s" % (UNIT, WAIT_RUN))
+                "%s" % (UNIT, WAIT_RUN), check=False)
     soak.collect()
     runs = parse_runs(guest(name, "cat %s/runs.log" % SOAK_DIR).stdout)
     end_bpf = bpf_programs(name)[0]
@@ -617,16 +621,21 @@ def run(a, name, soak, bounds, phase_seconds, t0):
                        "'Killing process|remains running|left-over process' || true; "
                        "journalctl -q -o cat -u %s.service | grep -c 'aiinfra-io-metrics: gave up' || true"
                  % (UNIT, UNIT), check=False).stdout.split()
+    left = (left + ["-1"] * 4)[:4] if all(w.isdigit() for w in left) else ["-1"] * 4
     final = {"bpftrace_processes": int(left[0]), "kprobes": int(left[1]), "processes_killed_by_systemd": int(left[2]),
              "runs_that_gave_up": int(left[3]), "bpf_programs_before": baseline_bpf, "bpf_programs_after": end_bpf}
     problems = []
-    if final["bpftrace_processes"]:
+    if -1 in final.values():
+        problems.append("the end checks could not be read from the guest")
+    if final["bpftrace_processes"] > 0:
         problems.append("%d bpftrace processes left at the end" % final["bpftrace_processes"])
-    if final["kprobes"]:
+    if final["kprobes"] > 0:
         problems.append("%d kprobes left at the end" % final["kprobes"])
-    if final["processes_killed_by_systemd"]:
+    if final["processes_killed_by_systemd"] > 0:
         problems.append("systemd killed %d processes left at a run's end" % final["processes_killed_by_systemd"])
-    if end_bpf > baseline_bpf:
+    if end_bpf < 0 or baseline_bpf < 0:
+        problems.append("the BPF programs could not be counted")
+    elif end_bpf > baseline_bpf:
         problems.append("%d BPF programs at the end, %d before the soak" % (end_bpf, baseline_bpf))
     node_errors = sum(1 for e in soak.node if e is None or e != 0)
     if node_errors:
