@@ -214,7 +214,7 @@ lab-fleet-report: lab-images
 
 # The io_metrics exporter soak (issue 38; not part of make test): a lab guest with the roles and the exporter at a 5 s
 # interval with its latency histogram, under a load that changes every SOAK_SECONDS/16, for SOAK_SECONDS (3600) plus
-# about 8 minutes of boot and rollout. Each run's memory peak and CPU, the textfile checked by promtool at every
+# the boot and site.yml (44 minutes on a host loaded by other lab VMs; not timed on a quiet one). Each run's memory peak and CPU, the textfile checked by promtool at every
 # scrape, no process, kprobe or BPF program left; fails past the bounds (tests/lab/exporter_soak.py). Results in
 # tests/lab/results/exporter-soak-$(SOAK_GUEST).{json,md} (docs/reliability.md).
 SOAK_SECONDS ?= 3600
