@@ -20,7 +20,6 @@
 import argparse
 import os
 import subprocess
-import sys
 import threading
 import time
 
@@ -44,19 +43,9 @@ CALIBRATE = {"destructive": True, "measure_qos": False, "solutions": {"measure":
              "stop_rule": {"passes": 1, "min_seconds": 3, "max_seconds": 5, "ramp_seconds": 1}}
 
 
-def say(msg):
-    print("hot-remove: %s" % msg, flush=True)
-
-
-def fail(msg, detail=""):
-    say("FAILED: " + msg)
-    if detail:
-        print(detail[-6000:], flush=True)
-    sys.exit(1)
-
-
-def guest(name, script, check=True):
-    return labcall.guest(name, script, check).stdout
+say = labcall.Say("hot-remove")
+fail = say.fail
+guest = labcall.guest_out
 
 
 def playbook(bin_dir, inv, groups, name, *extra, hook=None):

@@ -27,6 +27,28 @@ def guest(name, script, check=True):
     return r
 
 
+def guest_out(name, script, check=True):
+    """:func:`guest`'s stdout."""
+    return guest(name, script, check).stdout
+
+
+class Say:
+    """A lab script's progress lines under its name (``say(msg)``), and its failure (``say.fail``: the message, the
+    tail of what explains it, exit status 1)."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+
+    def __call__(self, msg):
+        print("%s: %s" % (self.prefix, msg), flush=True)
+
+    def fail(self, msg, detail=""):
+        self("FAILED: " + msg)
+        if detail:
+            print(detail[-6000:], flush=True)
+        sys.exit(1)
+
+
 def module(bin_dir, inventory, name, module_name, args):
     """One module call through ansible ad hoc; its JSON result."""
     env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",

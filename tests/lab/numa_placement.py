@@ -36,8 +36,7 @@ def say(msg):
     print("numa-placement: %s" % msg, flush=True)
 
 
-def guest(name, script, check=True):
-    return labcall.guest(name, script, check).stdout
+guest = labcall.guest_out
 
 
 def playbook(bin_dir, inventory, groups, name, extra):

@@ -38,19 +38,9 @@ SHUFFLE = "--name=shuffle --rw=randread --bs=4k --iodepth=64 --ioengine=libaio -
 HOG = "sh -c 'for i in 1 2; do (while :; do :; done) & done; wait'"
 
 
-def say(msg):
-    print("under-load: %s" % msg, flush=True)
-
-
-def fail(msg, detail=""):
-    say("FAILED: " + msg)
-    if detail:
-        print(detail[-6000:], flush=True)
-    sys.exit(1)
-
-
-def guest(name, script, check=True):
-    return labcall.guest(name, script, check).stdout
+say = labcall.Say("under-load")
+fail = say.fail
+guest = labcall.guest_out
 
 
 def playbook(args, inv, groups, play):

@@ -83,11 +83,7 @@ class Runner:
 
     def run_json(self, argv):
         """Run a tool in its JSON output mode and decode the answer."""
-        _rc, out, err = self.run(argv)
-        try:
-            return json.loads(out)
-        except ValueError:
-            raise CommandError(argv, 0, out, err, reason="output is not JSON: %r" % out[:200])
+        return _json_answer(argv, *self.run(argv))
 
 
 class Started:
@@ -103,6 +99,14 @@ class Started:
         if check and self.proc.returncode != 0:
             raise CommandError(self.argv, self.proc.returncode, out, err)
         return self.proc.returncode, out, err
+
+
+def _json_answer(argv, _rc, out, err):
+    """A JSON-mode tool's answer, decoded."""
+    try:
+        return json.loads(out)
+    except ValueError:
+        raise CommandError(argv, 0, out, err, reason="output is not JSON: %r" % out[:200])
 
 
 def _read_only(argv):
@@ -146,11 +150,7 @@ class PlanReads:
         return rc, out, err
 
     def run_json(self, argv):
-        _rc, out, err = self.run(argv)
-        try:
-            return json.loads(out)
-        except ValueError:
-            raise CommandError(argv, 0, out, err, reason="output is not JSON: %r" % out[:200])
+        return _json_answer(argv, *self.run(argv))
 
     def __getattr__(self, name):
         return getattr(self.runner, name)
