@@ -120,7 +120,7 @@ def calibration(args, inv):
 
     def pull():
         # wait for fio on the guest, let it run 3 s, then pull the disk
-        for _ in range(600):
+        for _attempt in range(600):
             if labcall.guest(name, "pgrep -x fio >/dev/null", check=False).returncode == 0:
                 break
             time.sleep(0.5)
