@@ -187,6 +187,17 @@ class Lab:
     def guest(self, action, spec):
         return guest_script(self.name, os.path.join(HERE, "guest.py"), [action, spec])
 
+    def timed(self, argv, env, what):
+        """Run an ansible command, its output appended to the log; its seconds (a failure stops the benchmark)."""
+        t0 = time.monotonic()
+        res = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        took = time.monotonic() - t0
+        with open(self.log, "a") as f:
+            f.write("$ %s\n%s\n%s\n" % (" ".join(argv), res.stdout, res.stderr))
+        if res.returncode != 0:
+            raise SystemExit("%s failed (rc %d); see %s:\n%s" % (what, res.returncode, self.log, res.stdout[-3000:]))
+        return took
+
     def playbook(self, path, extra, count_file=None):
         """Run a playbook; (seconds, counts from the callback or None)."""
         argv, env = ansible_playbook(self.inventory, path, extra)
@@ -197,14 +208,7 @@ class Lab:
                        ANSIBLE_CALLBACKS_ENABLED="module_count", ROLLOUT_COUNT_FILE=count_file)
             if os.path.exists(count_file):
                 os.unlink(count_file)
-        t0 = time.monotonic()
-        res = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-        took = time.monotonic() - t0
-        with open(self.log, "a") as f:
-            f.write("$ %s\n%s\n%s\n" % (" ".join(argv), res.stdout, res.stderr))
-        if res.returncode != 0:
-            raise SystemExit("%s failed (rc %d); see %s:\n%s" % (os.path.basename(path), res.returncode, self.log,
-                                                                 res.stdout[-3000:]))
+        took = self.timed(argv, env, os.path.basename(path))
         counts = None
         if count_file:
             with open(count_file) as f:
@@ -216,14 +220,7 @@ def ping(lab):
     """`ansible -m ping` against the VM, the same inventory and environment as the playbooks; seconds."""
     argv, env = ansible_playbook(lab.inventory, "", [])
     argv = [os.path.join(os.path.dirname(argv[0]), "ansible")] + argv[1:-1] + [lab.name, "-m", "ansible.builtin.ping"]
-    t0 = time.monotonic()
-    res = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    took = time.monotonic() - t0
-    with open(lab.log, "a") as f:
-        f.write("$ %s\n%s\n%s\n" % (" ".join(argv), res.stdout, res.stderr))
-    if res.returncode != 0:
-        raise SystemExit("ansible -m ping failed (rc %d); see %s:\n%s" % (res.returncode, lab.log, res.stdout[-2000:]))
-    return took
+    return lab.timed(argv, env, "ansible -m ping")
 
 
 def run_record(lab, method, round_, run, took, counts):

@@ -452,13 +452,14 @@ def calibrate(fs, resolver, runner, params, check_mode=False, measure=None, solv
         failure = CalibrationError("calibrating %s failed: %s; the disk was put back (%s)"
                                    % (record.name, e, _restored_text(result.get("restore"))),
                                    details={"restore": result.get("restore")})
-    if failure is None and (result.get("restore") or {}).get("gone"):
-        failure = CalibrationError("calibrating %s failed: the disk is gone" % record.name,
-                                   details={"restore": result.get("restore")})
-    if failure is not None and (result.get("restore") or {}).get("gone"):
+    if (result.get("restore") or {}).get("gone"):
+        said = failure
+        if said is None:
+            said = CalibrationError("calibrating %s failed: the disk is gone" % record.name,
+                                    details={"restore": result.get("restore")})
         # the cause first, whatever the measurement said about it (fio: an I/O error, a missing device)
-        failure = CalibrationError("%s. What the measurement said: %s" % (_gone_text(record), failure.msg),
-                                   details=dict(failure.details or {}, gone=True))
+        failure = CalibrationError("%s. What the measurement said: %s" % (_gone_text(record), said.msg),
+                                   details=dict(said.details or {}, gone=True))
     if failure is not None:
         raise failure
     result["seconds"] = round(time.time() - started, 1)
@@ -494,21 +495,20 @@ def _restore_all(fs, record, snap, target, run=None, tools=None):
             problem = "stopping %s: %s" % (solutions.SLICE, e)
         if problem:
             out["errors"].append(problem)
+    res, problem = None, None
     try:
-        if gone(fs, record):
-            out["gone"] = True
-            out["notes"] = [_gone_text(record)]
-        else:
-            res = restore(fs, record, snap)
-            out["queue"] = res["values"]
-            out["notes"] = res["notes"]
+        res = None if gone(fs, record) else restore(fs, record, snap)
     except Exception as e:  # pylint: disable=broad-except
-        if gone(fs, record):    # it left during the restore
-            out["gone"] = True
-            out["notes"] = [_gone_text(record)]
-        else:
-            # keep the journal: the next call repairs what this one could not
-            out["errors"].append("%s: %s" % (record.name, getattr(e, "msg", e)))
+        problem = e
+    if res is not None:
+        out["queue"] = res["values"]
+        out["notes"] = res["notes"]
+    elif problem is None or gone(fs, record):   # gone before the restore, or it left during it
+        out["gone"] = True
+        out["notes"] = [_gone_text(record)]
+    else:
+        # keep the journal: the next call repairs what this one could not
+        out["errors"].append("%s: %s" % (record.name, getattr(problem, "msg", problem)))
     if target.kind == "file":
         try:
             targets.remove_scratch(target.local_path)

@@ -68,10 +68,7 @@ class Runner:
             raise TypeError("argv must be a list")
         rc, out, err = self.module.run_command(list(argv), environ_update=C_LOCALE, data=data,
                                                check_rc=False)
-        # Some tools exit 0 and still report failure on stderr (sysctl does).
-        if check and (rc != 0 or (stderr_is_error and err.strip())):
-            raise CommandError(argv, rc, out, err)
-        return rc, out, err
+        return _checked(argv, rc, out, err, check, stderr_is_error)
 
     def start(self, argv):
         """Start argv (a list) in the background with the C locale; :meth:`Started.wait` gives (rc, stdout, stderr)
@@ -96,9 +93,15 @@ class Started:
     def wait(self, check=True):
         out, err = self.proc.communicate()
         out, err = out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape")
-        if check and self.proc.returncode != 0:
-            raise CommandError(self.argv, self.proc.returncode, out, err)
-        return self.proc.returncode, out, err
+        return _checked(self.argv, self.proc.returncode, out, err, check)
+
+
+def _checked(argv, rc, out, err, check, stderr_is_error=False):
+    """(rc, out, err), or CommandError when ``check`` and the command failed. Some tools exit 0 and still report
+    failure on stderr (sysctl does): ``stderr_is_error``."""
+    if check and (rc != 0 or (stderr_is_error and err.strip())):
+        raise CommandError(argv, rc, out, err)
+    return rc, out, err
 
 
 def _json_answer(argv, _rc, out, err):
@@ -132,9 +135,6 @@ class PlanReads:
         self.active = False
         self.kept = {}
 
-    def which(self, name):
-        return self.runner.which(name)
-
     def run(self, argv, check=True, data=None, stderr_is_error=False):
         if not (self.active and data is None and _read_only(argv)):
             self.kept = {}
@@ -144,15 +144,12 @@ class PlanReads:
             self.saved += 1
         else:
             self.kept[key] = self.runner.run(argv, check=False)
-        rc, out, err = self.kept[key]
-        if check and (rc != 0 or (stderr_is_error and err.strip())):
-            raise CommandError(argv, rc, out, err)
-        return rc, out, err
+        return _checked(argv, *self.kept[key], check=check, stderr_is_error=stderr_is_error)
 
     def run_json(self, argv):
         return _json_answer(argv, *self.run(argv))
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):     # which() and the rest: the runner's own
         return getattr(self.runner, name)
 
 
