@@ -75,8 +75,10 @@ class Runner:
         as :meth:`run` would (CommandError for rc != 0). For a read that takes seconds while the caller goes on."""
         if isinstance(argv, str):
             raise TypeError("argv must be a list")
-        return Started(list(argv), subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                                    stderr=subprocess.PIPE, env=c_environ(), close_fds=True))
+        # run_command waits for its process; a background read needs Popen (same argv list, C locale, no shell).
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                                stderr=subprocess.PIPE, env=c_environ(), close_fds=True)
+        return Started(list(argv), proc)
 
     def run_json(self, argv):
         """Run a tool in its JSON output mode and decode the answer."""
