@@ -591,9 +591,12 @@ def daemon_reload_argv():
 class Reloads:
     """The daemon-reloads of one module call's units. A reload that only makes systemd's loaded configuration match
     the files again (after the runtime control files are removed) is owed, not run: the next unit's reload, or
-    :meth:`flush` once the call's writes are done (the engine's settle step), pays it. One reload costs systemd a re-read of every unit and a run of
-    every generator (6-10 s of CPU on a TCG lab guest, most of it PID 1's): a converge of five slices made ten, it
-    makes six."""
+    :meth:`flush` once the call's writes are done (the engine's settle step), pays it. So is the reload that loads a
+    running unit's changed files: ``set-property`` merges into the loaded configuration and applies to the cgroup
+    either way. Only a unit about to be started needs its files loaded first. One reload costs systemd a re-read of
+    every unit and a run of every generator (about 3 s on a TCG lab guest, most of it PID 1's): a converge of five
+    slices made ten; the lab's first rollout of a colocated host made ten for its nine units, and now makes one per
+    created slice and one more."""
 
     def __init__(self, runner):
         self.runner = runner
@@ -951,11 +954,11 @@ def unit_info(runner, unit):
 class UnitState(Setting):
     """A unit's managed files (drop-in, created slice) and the kernel values systemd derives from them.
 
-    One setting, because they change together: the files are written, systemd reloads them,
-    ``systemctl set-property --runtime`` applies the directives to the running cgroup (systemd
+    One setting, because they change together: the files are written (a unit to start is loaded
+    first), ``systemctl set-property --runtime`` applies the directives to the running cgroup (systemd
     257 no longer re-applies a changed drop-in at daemon-reload; 252 does), the runtime control
     files set-property leaves in ``/run/systemd/system.control`` are removed so that the unit's
-    configuration is exactly its files again, and a final daemon-reload loads that. Verified by
+    configuration is exactly its files again, and a daemon-reload for all of the call's units loads that. Verified by
     reading the kernel files of the unit's cgroup; for a unit that is not running (no cgroup),
     by ``systemctl show``.
 
@@ -1065,10 +1068,14 @@ class UnitState(Setting):
         by_path = dict((f.path, f) for f in self.files)
         for path, content in sorted(files.items(), key=lambda kv: kv[1] is None):
             by_path[path].write(fs, content, None)
-        if files_changed or batch.owed:
-            batch.now()     # systemd loads the files (and what an earlier unit's removals owe) before the start
         if self.start if start is None else start:
+            if files_changed or batch.owed:
+                batch.now()     # systemd loads the files (and what earlier units owe) before the start
             self.runner.run(start_argv(self.unit))
+        elif files_changed:
+            # set-property merges into the loaded configuration and applies to the running cgroup whether or not systemd
+            # has loaded the new files yet: the reload that loads them is owed, one for all of the call's units
+            batch.later()
         assignments = list(directives) + reset_directives(previous, directives) + list(extra)
         control = "%s/%s.d" % (RUNTIME_CONTROL_DIR, self.unit)
         if assignments and self._live_cgroup(fs):
