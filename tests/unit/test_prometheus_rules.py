@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""prometheus/alerts.yml: promtool accepts the rules and their unit tests (prometheus/alerts.test.yml) pass, and
+"""prometheus/alerts.yml: promtool accepts the rules and their unit tests (prometheus/alerts*.test.yml) pass, and
 the unit tests notice a rule that no longer does what they say (a changed threshold, a dropped guard)."""
 
 import os
@@ -16,6 +16,10 @@ PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (make promtool unpacks it from Debian's prometheus package)")
 
 
+# the rules' unit test files (promtool test rules takes them all in one run)
+TESTS = sorted(f for f in os.listdir(RULES) if f.endswith(".test.yml"))
+
+
 def promtool(*args, cwd=RULES):
     return subprocess.run([PROMTOOL] + list(args), capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
 
@@ -26,8 +30,9 @@ def test_rules_are_valid():
 
 
 def test_rule_unit_tests_pass():
-    proc = promtool("test", "rules", "alerts.test.yml")
-    assert proc.returncode == 0 and "SUCCESS" in proc.stdout, proc.stdout + proc.stderr
+    assert TESTS == ["alerts-stale.test.yml", "alerts.test.yml"]
+    proc = promtool("test", "rules", *TESTS)
+    assert proc.returncode == 0 and proc.stdout.count("SUCCESS") == len(TESTS), proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("old, new", [
@@ -61,8 +66,9 @@ def test_the_unit_tests_catch_a_changed_rule(tmp_path, old, new):
     text = open(os.path.join(RULES, "alerts.yml")).read()
     assert text.count(old) == 1
     (tmp_path / "alerts.yml").write_text(text.replace(old, new))
-    shutil.copy(os.path.join(RULES, "alerts.test.yml"), str(tmp_path / "alerts.test.yml"))
-    proc = promtool("test", "rules", "alerts.test.yml", cwd=str(tmp_path))
+    for name in TESTS:
+        shutil.copy(os.path.join(RULES, name), str(tmp_path / name))
+    proc = promtool("test", "rules", *TESTS, cwd=str(tmp_path))
     assert proc.returncode != 0 and "FAILED" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
