@@ -57,11 +57,18 @@ cpu_used() {
 }
 
 # why_failed LOG: each Ansible "fatal:"/"failed:" with the lines of its message, and the lines that
-# pytest, make and our scripts print for a failure; colours stripped, at most 60 lines.
+# pytest, make and our scripts print for a failure; colours stripped, at most 60 lines. A failure Ansible
+# ignored (ignore_errors: its "...ignoring" follows before the next task) is left out: a scenario's
+# refusal tests print dozens, and they once filled the 60 lines ahead of the failure that mattered.
 why_failed() {
-  sed 's/\x1b\[[0-9;]*m//g' "$1" 2>/dev/null \
-    | grep -E -A8 'fatal: \[|failed: \[|^FAILED |^E  |smoke run failed|[Ee]rror:|Error [0-9]+$|Traceback' \
-    | grep -v -E 'ignoring|^--$' | head -60
+  sed 's/\x1b\[[0-9;]*m//g' "$1" 2>/dev/null | awk '
+    function flush() { printf "%s", pend; pend = "" }
+    /TASK \[|PLAY RECAP/ { flush(); left = 0 }
+    /\.\.\.ignoring/ { pend = ""; left = 0; next }
+    /fatal: \[|failed: \[|^FAILED |^E  |smoke run failed|[Ee]rror:|Error [0-9]+$|Traceback/ {
+      pend = pend $0 "\n"; left = 8; next }
+    left > 0 { left--; pend = pend $0 "\n" }
+    END { flush() }' | head -60
 }
 
 run_lane() {  # run_lane "what runs beside it" STAGE...

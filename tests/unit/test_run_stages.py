@@ -62,3 +62,22 @@ def test_each_stage_reports_its_own_cpu_and_its_vms(tmp_path):
     assert ", CPU 1 s + VMs 0 s" in rows["busy"]          # the child's 1.2 s, whole seconds
     assert ", CPU 0 s + VMs 420 s" in rows["vm"]          # both guests' QEMU
     assert ", CPU 421 s: " in rows["total"] and "cores" in rows["total"]
+
+
+# A stage whose log holds failures Ansible ignored (refusal tests) before the one that failed it.
+IGNORED_MAKE = """#!/usr/bin/env bash
+for i in $(seq 30); do
+  printf 'TASK [refused %s]\\n[ERROR]: Task failed: Module failed: Invalid request\\nOrigin: x.yml:1:7\\n' $i
+  printf 'fatal: [h1]: FAILED! => {"msg": "refused %s"}\\n...ignoring\\n' $i
+done
+printf 'TASK [the real one]\\nfatal: [h1]: FAILED! => {"msg": "the slice file is still there"}\\n'
+echo "make: *** [Makefile:9: ign] Error 2"
+exit 2
+"""
+
+
+def test_failures_ansible_ignored_are_not_repeated_at_the_end(tmp_path):
+    out = run_stages(tmp_path, IGNORED_MAKE, "ign")
+    why = out.stdout.split("why ign failed", 1)[1]
+    assert "the slice file is still there" in why and "Error 2" in why
+    assert "refused" not in why and "Invalid request" not in why
