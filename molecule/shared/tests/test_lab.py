@@ -50,5 +50,11 @@ def test_absent_left_no_rule_behind(host):
 def test_cgroup_absent_left_no_unit_files(host):
     found = host.check_output("ls -d /etc/systemd/system/*.d/50-aiinfra-io-isolation.conf "
                               "/etc/systemd/system/inference.slice /etc/systemd/system/training.slice 2>/dev/null || true")
-    assert found.split() == []
+    # what a leftover is, if one is found: when it was written, what wrote it, what systemd makes of it (one run on
+    # Debian 13 found /etc/systemd/system/inference.slice after the absent call and a reboot; the next run passed)
+    assert found.split() == [], host.check_output(
+        "for f in %s; do ls -la --time-style=full-iso $f; head -3 $f; u=$(basename $f); "
+        "case $f in */50-*) u=$(basename $(dirname $f) .d);; esac; systemctl show -p FragmentPath,LoadState $u; done; "
+        "uptime -s; journalctl -b -1 --no-pager -o short-iso "
+        "| grep -E 'aiinfra|daemon-reload|Reload' | tail -20 || true" % " ".join(found.split()))
     assert host.check_output("ls /run/systemd/system.control 2>/dev/null || true").split() == []
